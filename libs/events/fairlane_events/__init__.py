@@ -1,0 +1,1 @@
+"""Fairlane's wire contract: topic names, record models, codec and JSON Schemas."""

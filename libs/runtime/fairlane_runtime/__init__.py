@@ -1,0 +1,1 @@
+"""Shared edges of the Fairlane services: settings base, logging, metrics, Kafka helpers."""

@@ -1,0 +1,94 @@
+"""Kafka helpers shared by the services: topic creation/checking and a clear error
+when the broker is not there."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Iterable
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaConnectionError, KafkaError
+from fairlane_events.topics import ALL_TOPICS, TopicSpec
+
+from fairlane_runtime.errors import ServerUnavailableError, TopicMismatchError
+
+__all__ = ["ensure_topics", "kafka_admin", "topic_partitions"]
+
+_TOPIC_ALREADY_EXISTS = 36  # another process created it first: fine
+
+
+async def kafka_admin(bootstrap: str, *, timeout_s: float = 15.0) -> AIOKafkaAdminClient:
+    """A started admin client, or :class:`ServerUnavailableError` naming the address."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+    try:
+        await asyncio.wait_for(admin.start(), timeout_s)
+    except (KafkaConnectionError, KafkaError, TimeoutError, OSError) as exc:
+        await admin.close()
+        raise ServerUnavailableError(
+            f"Kafka is not reachable at {bootstrap} ({type(exc).__name__}); "
+            "start it with `scripts/kafka.sh up` or set KAFKA_BOOTSTRAP_SERVERS"
+        ) from exc
+    return admin
+
+
+async def topic_partitions(admin: AIOKafkaAdminClient, names: Iterable[str]) -> dict[str, int]:
+    """Partition counts of the topics that exist among ``names``."""
+    wanted = list(names)
+    existing = set(await admin.list_topics())
+    found = [n for n in wanted if n in existing]
+    if not found:
+        return {}
+    described = await admin.describe_topics(found)
+    return {t["topic"]: len(t["partitions"]) for t in described}
+
+
+async def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec] = ALL_TOPICS) -> list[str]:
+    """Create missing topics; fail loudly when one exists with another partition count.
+
+    A source topic whose partition count differs from a Faust table's changelog crash-loops
+    the agent while the worker stays up, so a mismatch must stop start-up instead.
+    Returns the names created.
+    """
+    specs = list(specs)
+    admin = await kafka_admin(bootstrap)
+    try:
+        current = await topic_partitions(admin, (s.name for s in specs))
+        wrong = [
+            f"{s.name} has {current[s.name]} partitions, expected {s.partitions}"
+            for s in specs
+            if s.name in current and current[s.name] != s.partitions
+        ]
+        if wrong:
+            raise TopicMismatchError("; ".join(wrong))
+        missing = [s for s in specs if s.name not in current]
+        if missing:
+            response = await admin.create_topics(
+                [NewTopic(s.name, s.partitions, 1, topic_configs=dict(s.configs)) for s in missing]
+            )
+            failed = [
+                f"{err[0]}: error code {err[1]}"
+                for err in response.topic_errors
+                if err[1] not in (0, _TOPIC_ALREADY_EXISTS)
+            ]
+            if failed:
+                raise TopicMismatchError("could not create topics: " + "; ".join(failed))
+        return [s.name for s in missing]
+    finally:
+        await admin.close()
+
+
+def main() -> None:
+    """``python -m fairlane_runtime.kafka --bootstrap HOST:PORT``: create Fairlane's topics."""
+    parser = argparse.ArgumentParser(description="Create Fairlane's Kafka topics if missing.")
+    parser.add_argument("--bootstrap", default="127.0.0.1:19092")
+    args = parser.parse_args()
+    try:
+        created = asyncio.run(ensure_topics(args.bootstrap))
+    except (ServerUnavailableError, TopicMismatchError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+    print(f"topics ready ({len(created)} created: {', '.join(created) or 'none'})")
+
+
+if __name__ == "__main__":
+    main()

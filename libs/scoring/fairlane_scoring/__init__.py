@@ -1,0 +1,1 @@
+"""The reference capacity score: pure numpy, no I/O. The streaming scorer must match it."""

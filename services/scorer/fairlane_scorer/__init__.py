@@ -1,0 +1,1 @@
+"""Fairlane scorer: a Faust worker that turns node samples into per-GPU capacity scores."""
