@@ -26,6 +26,12 @@ class GpuModelSpec:
     max_sm_clock_mhz: float
     power_limit_w: float
     slowdown_temp_c: float
+    architecture: str
+
+    @property
+    def has_gpm(self) -> bool:
+        """GPU Performance Monitoring (SM activity) exists on Hopper and newer."""
+        return self.architecture in ("hopper", "blackwell")
 
     @property
     def relative_speed(self) -> float:
@@ -35,20 +41,22 @@ class GpuModelSpec:
         )
 
 
-_REFERENCE = GpuModelSpec("A100-40GB", "NVIDIA A100-SXM4-40GB", 312, 40, 1555, 1410, 400, 92)
+_REFERENCE = GpuModelSpec(
+    "A100-40GB", "NVIDIA A100-SXM4-40GB", 312, 40, 1555, 1410, 400, 92, "ampere"
+)
 
 CATALOG: dict[str, GpuModelSpec] = {
     spec.key: spec
     for spec in (
-        GpuModelSpec("T4", "Tesla T4", 65, 16, 320, 1590, 70, 90),
-        GpuModelSpec("V100", "Tesla V100-SXM2-32GB", 125, 32, 900, 1530, 300, 87),
+        GpuModelSpec("T4", "Tesla T4", 65, 16, 320, 1590, 70, 90, "turing"),
+        GpuModelSpec("V100", "Tesla V100-SXM2-32GB", 125, 32, 900, 1530, 300, 87, "volta"),
         _REFERENCE,
-        GpuModelSpec("A100-80GB", "NVIDIA A100-SXM4-80GB", 312, 80, 2039, 1410, 400, 92),
-        GpuModelSpec("L4", "NVIDIA L4", 121, 24, 300, 2040, 72, 92),
-        GpuModelSpec("L40S", "NVIDIA L40S", 362, 48, 864, 2520, 350, 92),
-        GpuModelSpec("H100", "NVIDIA H100 80GB HBM3", 989, 80, 3350, 1980, 700, 90),
-        GpuModelSpec("H200", "NVIDIA H200", 989, 141, 4800, 1980, 700, 90),
-        GpuModelSpec("B200", "NVIDIA B200", 2250, 180, 8000, 1965, 1000, 90),
+        GpuModelSpec("A100-80GB", "NVIDIA A100-SXM4-80GB", 312, 80, 2039, 1410, 400, 92, "ampere"),
+        GpuModelSpec("L4", "NVIDIA L4", 121, 24, 300, 2040, 72, 92, "ada"),
+        GpuModelSpec("L40S", "NVIDIA L40S", 362, 48, 864, 2520, 350, 92, "ada"),
+        GpuModelSpec("H100", "NVIDIA H100 80GB HBM3", 989, 80, 3350, 1980, 700, 90, "hopper"),
+        GpuModelSpec("H200", "NVIDIA H200", 989, 141, 4800, 1980, 700, 90, "hopper"),
+        GpuModelSpec("B200", "NVIDIA B200", 2250, 180, 8000, 1965, 1000, 90, "blackwell"),
     )
 }
 

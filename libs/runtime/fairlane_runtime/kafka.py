@@ -9,8 +9,8 @@ from collections.abc import Iterable
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, KafkaError
-from fairlane_events.topics import ALL_TOPICS, TopicSpec
 
+from fairlane_events.topics import ALL_TOPICS, TopicSpec
 from fairlane_runtime.errors import ServerUnavailableError, TopicMismatchError
 
 __all__ = ["ensure_topics", "kafka_admin", "topic_partitions"]

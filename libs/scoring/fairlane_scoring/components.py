@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from fairlane_events.records import GpuSample
-
 from fairlane_scoring.config import ScoreConfig
 
 __all__ = [

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from fairlane_events.records import GpuSample
 
+from fairlane_events.records import GpuSample
 from fairlane_scoring.components import score_sample
 from fairlane_scoring.config import ScoreConfig
 from fairlane_scoring.decay import decayed_mean

@@ -1,0 +1,1 @@
+"""Seeded, deterministic GPU fleet simulator (pure: no clock, no I/O)."""

@@ -1,0 +1,1 @@
+"""Fairlane node agent: reads GPU health and publishes one record per node per interval."""

@@ -1,0 +1,35 @@
+"""The agent's one settings model (flags and ``FAIRLANE_*`` environment)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from fairlane_runtime.settings import ServiceSettings
+from fairlane_sim.fleet import FleetSpec
+
+__all__ = ["AgentSettings"]
+
+
+class AgentSettings(ServiceSettings):
+    backend: Literal["sim"] = Field("sim", description="where samples come from")
+    nodes: int = Field(4, ge=1, le=100_000, description="simulated nodes")
+    gpus_per_node: int = Field(8, ge=1, le=64)
+    models: list[str] = Field(["A100-80GB", "H100", "V100"], description="GPU models, per node")
+    degraded_fraction: float = Field(0.05, ge=0, le=1)
+    seed: int = 0
+    node_prefix: str = "sim-node"
+    interval_s: float = Field(30.0, gt=0, description="collection interval")
+    metrics_port: int = Field(9400, ge=0, le=65535, description="0 disables /metrics")
+    metrics_bind: str = "127.0.0.1"
+
+    def fleet_spec(self) -> FleetSpec:
+        return FleetSpec(
+            nodes=self.nodes,
+            gpus_per_node=self.gpus_per_node,
+            models=tuple(self.models),
+            degraded_fraction=self.degraded_fraction,
+            seed=self.seed,
+            node_prefix=self.node_prefix,
+        )

@@ -1,0 +1,30 @@
+"""``fairlane-scorer``: check the topics, then run the Faust worker in this process."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from faust.worker import Worker
+
+from fairlane_runtime.entry import exit_with_error, load_settings
+from fairlane_runtime.errors import FairlaneError
+from fairlane_runtime.kafka import ensure_topics
+from fairlane_scorer.app import create_app
+from fairlane_scorer.settings import ScorerSettings
+
+PROG = "fairlane-scorer"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    settings = load_settings(ScorerSettings, argv, PROG)
+    try:
+        asyncio.run(ensure_topics(settings.kafka_bootstrap_servers))
+    except FairlaneError as exc:
+        exit_with_error(PROG, exc)
+    app = create_app(settings)
+    Worker(app, loglevel=settings.log_level).execute_from_commandline()
+
+
+if __name__ == "__main__":
+    main()

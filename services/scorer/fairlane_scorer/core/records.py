@@ -1,0 +1,34 @@
+"""From a scored window to the record published on the scores topic (pure)."""
+
+from __future__ import annotations
+
+from fairlane_events.gpu_models import DEFAULT_SPEED, find_model
+from fairlane_events.records import GpuScore
+from fairlane_scorer.core.window import GpuWindow
+from fairlane_scoring.reference import ScoreResult
+
+__all__ = ["model_speed", "score_record"]
+
+
+def model_speed(model: str) -> tuple[float, bool]:
+    """The model's relative speed, and whether it is known (unknown: the default)."""
+    spec = find_model(model)
+    return (DEFAULT_SPEED, False) if spec is None else (spec.relative_speed, True)
+
+
+def score_record(uuid: str, window: GpuWindow, result: ScoreResult) -> GpuScore:
+    speed, _ = model_speed(window.model)
+    return GpuScore(
+        node=window.node,
+        uuid=uuid,
+        index=window.index,
+        model=window.model,
+        score=result.score,
+        speed=speed,
+        effective_capacity=result.score * speed,
+        components=dict(result.components),
+        samples_in_window=result.samples_in_window,
+        stale=result.stale,
+        mem_total_bytes=window.mem_total_bytes,
+        ts_ms=result.ts_ms,
+    )

@@ -1,0 +1,38 @@
+"""The scorer's one settings model (flags and ``FAIRLANE_*`` environment)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from fairlane_runtime.settings import ServiceSettings
+from fairlane_scoring.config import ScoreConfig
+
+__all__ = ["ScorerSettings"]
+
+
+class ScorerSettings(ServiceSettings):
+    app_id: str = Field("fairlane-scorer", description="Faust app id = consumer group")
+    web_port: int = Field(6067, ge=1, le=65535, description="/metrics and /healthz port")
+    web_bind: str = "127.0.0.1"
+    data_dir: Path = Field(Path("fairlane-scorer-data"), description="Faust table storage")
+    store: str = Field("memory://", description="memory:// or rocksdb://")
+    interval_s: float = Field(30.0, gt=0, description="the agents' collection interval")
+    history_s: float = Field(600.0, gt=0)
+    recent_weight: float = Field(0.70, gt=0, lt=1)
+    recent_window_s: float = Field(300.0, gt=0)
+    stale_after_intervals: float = Field(3.0, gt=0)
+    emit_epsilon: float = Field(0.01, ge=0)
+    heartbeat_s: float = Field(60.0, gt=0)
+
+    def score_config(self) -> ScoreConfig:
+        return ScoreConfig(
+            recent_weight=self.recent_weight,
+            recent_window_s=self.recent_window_s,
+            history_s=self.history_s,
+            interval_s=self.interval_s,
+            stale_after_intervals=self.stale_after_intervals,
+            emit_epsilon=self.emit_epsilon,
+            heartbeat_s=self.heartbeat_s,
+        )
