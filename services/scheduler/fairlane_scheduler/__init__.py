@@ -1,0 +1,1 @@
+"""Fairlane scheduler: places jobs on healthy GPUs from live scores; Postgres arbitrates."""

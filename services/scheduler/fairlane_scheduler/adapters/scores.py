@@ -1,0 +1,81 @@
+"""Keeps the fleet view current from the compacted scores topic.
+
+No consumer group: every replica reads every partition from the beginning, so a fresh
+start rebuilds the whole fleet's state, then follows new records. ``caught_up`` turns
+true once every partition has been read up to where it ended when we started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from fairlane_events.codec import DecodeError, decode
+from fairlane_events.records import GpuScore
+from fairlane_events.topics import GPU_SCORES
+from fairlane_runtime.errors import ServerUnavailableError
+from fairlane_runtime.kafka import kafka_admin, topic_partitions
+from fairlane_scheduler.core.fleet import FleetView
+
+__all__ = ["ScoresFollower"]
+
+log = logging.getLogger("fairlane.scheduler.scores")
+
+
+class ScoresFollower:
+    def __init__(self, bootstrap: str, fleet: FleetView) -> None:
+        self._bootstrap = bootstrap
+        self._fleet = fleet
+        self._consumer: AIOKafkaConsumer | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._pending: dict[TopicPartition, int] = {}  # end offsets still to reach
+        self.rejected = 0
+
+    @property
+    def caught_up(self) -> bool:
+        return self._consumer is not None and not self._pending
+
+    async def start(self) -> None:
+        admin = await kafka_admin(self._bootstrap)
+        try:
+            count = (await topic_partitions(admin, [GPU_SCORES])).get(GPU_SCORES)
+        finally:
+            await admin.close()
+        if count is None:
+            raise ServerUnavailableError(f"topic {GPU_SCORES} does not exist yet")
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap, group_id=None, enable_auto_commit=False
+        )
+        await consumer.start()
+        partitions = [TopicPartition(GPU_SCORES, p) for p in range(count)]
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        ends = await consumer.end_offsets(partitions)
+        self._pending = {tp: end for tp, end in ends.items() if end > 0}
+        self._consumer = consumer
+        self._task = asyncio.create_task(self._follow(consumer), name="scores-follower")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._consumer is not None:
+            await self._consumer.stop()
+
+    async def _follow(self, consumer: AIOKafkaConsumer) -> None:
+        while True:
+            batches = await consumer.getmany(timeout_ms=500, max_records=5000)
+            for tp, messages in batches.items():
+                for message in messages:
+                    try:
+                        self._fleet.apply(decode(GpuScore, message.value))
+                    except DecodeError as exc:
+                        self.rejected += 1
+                        log.warning(
+                            "ignored bad score record at %s@%d: %s", tp, message.offset, exc
+                        )
+            for tp in list(self._pending):
+                if await consumer.position(tp) >= self._pending[tp]:
+                    del self._pending[tp]

@@ -1,0 +1,53 @@
+"""What the routes depend on, wired once by ``create_app`` and held on ``app.state``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from prometheus_client import CollectorRegistry, Counter
+
+from fairlane_scheduler.adapters.scores import ScoresFollower
+from fairlane_scheduler.adapters.store import PlacementStore
+from fairlane_scheduler.core.fleet import FleetView
+from fairlane_scheduler.service import PlacementService
+
+__all__ = ["Runtime", "RuntimeDep", "SchedulerMetrics"]
+
+
+@dataclass(frozen=True)
+class SchedulerMetrics:
+    registry: CollectorRegistry
+    placements: Counter
+    rejected: Counter
+
+    @classmethod
+    def create(cls) -> SchedulerMetrics:
+        r = CollectorRegistry()
+        return cls(
+            registry=r,
+            placements=Counter(
+                "fairlane_scheduler_placements", "placement answers", ["outcome"], registry=r
+            ),
+            rejected=Counter(
+                "fairlane_scheduler_no_capacity", "requests nothing could take", registry=r
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class Runtime:
+    service: PlacementService
+    store: PlacementStore
+    fleet: FleetView
+    follower: ScoresFollower
+    metrics: SchedulerMetrics
+
+
+def _runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+RuntimeDep = Annotated[Runtime, Depends(_runtime)]

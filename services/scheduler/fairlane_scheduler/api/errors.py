@@ -1,0 +1,53 @@
+"""The one table from scheduler errors to HTTP answers. Nothing leaks a stack trace."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from fairlane_scheduler.errors import (
+    DatabaseUnavailableError,
+    JobConflictError,
+    NoCapacityError,
+    NotFoundError,
+    NotReadyError,
+    SchedulerError,
+)
+
+__all__ = ["install_error_handlers"]
+
+log = logging.getLogger("fairlane.scheduler.api")
+
+_STATUS: dict[type[SchedulerError], tuple[int, str]] = {
+    NotFoundError: (404, "not_found"),
+    JobConflictError: (409, "job_conflict"),
+    NoCapacityError: (409, "no_capacity"),
+    NotReadyError: (503, "not_ready"),
+    DatabaseUnavailableError: (503, "database_unavailable"),
+}
+_RETRY_AFTER_S = "5"
+
+
+async def _scheduler_error(request: Request, exc: Exception) -> JSONResponse:
+    status, code = next(
+        (v for t, v in _STATUS.items() if isinstance(exc, t)), (500, "internal_error")
+    )
+    body: dict[str, object] = {"error": code, "detail": str(exc)}
+    if isinstance(exc, NoCapacityError):
+        body["rejections"] = exc.reasons
+    headers = {"Retry-After": _RETRY_AFTER_S} if status == 503 else None
+    if status >= 500:
+        log.warning("%s %s: %s", request.method, request.url.path, exc)
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return JSONResponse({"error": "internal_error", "detail": "see the server log"}, 500)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(SchedulerError, _scheduler_error)
+    app.add_exception_handler(Exception, _unexpected)

@@ -1,0 +1,67 @@
+"""HTTP routes: thin, they translate and delegate to the placement service."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response, status
+from fastapi.responses import JSONResponse
+
+from fairlane_scheduler.api.deps import RuntimeDep
+from fairlane_scheduler.api.schemas import PlacementIn, PlacementOut
+from fairlane_scheduler.errors import NoCapacityError, SchedulerError
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+@router.post(
+    "/v1/placements",
+    response_model=PlacementOut,
+    status_code=status.HTTP_201_CREATED,
+    responses={200: {"description": "identical request: the original placement"}},
+)
+async def create_placement(
+    body: PlacementIn, runtime: RuntimeDep, response: Response
+) -> PlacementOut:
+    try:
+        placement, created = await runtime.service.place(body.to_core(), body.canonical_json())
+    except NoCapacityError:
+        runtime.metrics.rejected.inc()
+        raise
+    runtime.metrics.placements.labels("created" if created else "replayed").inc()
+    if not created:
+        response.status_code = status.HTTP_200_OK
+    return PlacementOut.of(placement)
+
+
+@router.get("/v1/placements/{placement_id}", response_model=PlacementOut)
+async def get_placement(placement_id: str, runtime: RuntimeDep) -> PlacementOut:
+    return PlacementOut.of(await runtime.service.get(placement_id))
+
+
+@router.get("/healthz", include_in_schema=False)
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz", include_in_schema=False)
+async def readyz(runtime: RuntimeDep) -> JSONResponse:
+    """Ready when Postgres answers and the fleet view has caught up with the scores."""
+    checks: dict[str, str] = {}
+    try:
+        await runtime.store.ping()
+        checks["postgres"] = "ok"
+    except SchedulerError as exc:
+        checks["postgres"] = str(exc)
+    if not runtime.follower.caught_up:
+        checks["scores"] = "catching up with the scores topic"
+    elif len(runtime.fleet) == 0:
+        checks["scores"] = "no GPU scores received yet"
+    else:
+        checks["scores"] = f"ok ({len(runtime.fleet)} GPUs)"
+    ready = all(v == "ok" or v.startswith("ok ") for v in checks.values())
+    return JSONResponse(
+        {"ready": ready, "checks": checks},
+        status_code=200 if ready else 503,
+        headers=None if ready else {"Retry-After": "5"},
+    )

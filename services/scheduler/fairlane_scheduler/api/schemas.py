@@ -1,0 +1,79 @@
+"""HTTP request and response bodies (pydantic at the edge; the core gets frozen values)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from fairlane_events.gpu_models import CATALOG, find_model
+from fairlane_events.records import NodeAssignment
+from fairlane_scheduler.core.model import Placement, PlacementRequest
+
+__all__ = ["PlacementIn", "PlacementOut"]
+
+Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+
+
+class PlacementIn(BaseModel):
+    """A request to place a job. ``job_id`` is the idempotency key within the namespace."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    job_id: Name
+    namespace: Name = "default"
+    gpus_per_node: Annotated[int, Field(ge=1, le=64)]
+    nodes: Annotated[int, Field(ge=1, le=1, description="multi-node gangs: not yet")] = 1
+    min_gpu_memory_gib: Annotated[float, Field(gt=0, le=4096)] | None = None
+    models: Annotated[list[str], Field(min_length=1, max_length=32)] | None = Field(
+        None, description=f"allowed GPU models: {', '.join(CATALOG)} (or NVML names)"
+    )
+    policy: Literal["fastest"] = "fastest"
+
+    @field_validator("models")
+    @classmethod
+    def _known_models(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        unknown = [m for m in value if find_model(m) is None]
+        if unknown:
+            raise ValueError(f"unknown GPU models {unknown}; known: {', '.join(CATALOG)}")
+        return value
+
+    def canonical_json(self) -> bytes:
+        return orjson.dumps(self.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
+
+    def to_core(self) -> PlacementRequest:
+        models = None
+        if self.models is not None:
+            models = frozenset(spec.key for m in self.models if (spec := find_model(m)))
+        return PlacementRequest(
+            job_id=self.job_id,
+            namespace=self.namespace,
+            gpus_per_node=self.gpus_per_node,
+            min_gpu_memory_gib=self.min_gpu_memory_gib,
+            models=models,
+            fingerprint=hashlib.sha256(self.canonical_json()).hexdigest(),
+        )
+
+
+class PlacementOut(BaseModel):
+    id: str
+    job_id: str
+    namespace: str
+    state: str
+    created_at_ms: int
+    nodes: list[NodeAssignment]
+
+    @classmethod
+    def of(cls, placement: Placement) -> PlacementOut:
+        return cls(
+            id=placement.id,
+            job_id=placement.job_id,
+            namespace=placement.namespace,
+            state=placement.state,
+            created_at_ms=placement.created_at_ms,
+            nodes=list(placement.nodes),
+        )

@@ -1,0 +1,77 @@
+"""``create_app(settings)``: the scheduler's composition root. Nothing connects at import."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from prometheus_client import make_asgi_app
+
+from fairlane_runtime.kafka import ensure_topics
+from fairlane_scheduler.adapters.migrations import apply_migrations, load_migrations
+from fairlane_scheduler.adapters.scores import ScoresFollower
+from fairlane_scheduler.adapters.store import PlacementStore, connect_pool
+from fairlane_scheduler.api.deps import Runtime, SchedulerMetrics
+from fairlane_scheduler.api.errors import install_error_handlers
+from fairlane_scheduler.api.routes import router
+from fairlane_scheduler.core.fleet import FleetView
+from fairlane_scheduler.core.placement import PlacementPolicy
+from fairlane_scheduler.service import PlacementService, PortRange
+from fairlane_scheduler.settings import SchedulerSettings
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("fairlane.scheduler")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def create_app(settings: SchedulerSettings) -> FastAPI:
+    metrics = SchedulerMetrics.create()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await ensure_topics(settings.kafka_bootstrap_servers)
+        pool = await connect_pool(
+            settings.database_url.get_secret_value(), max_size=settings.db_pool_max
+        )
+        try:
+            async with pool.acquire() as conn:
+                applied = await apply_migrations(conn, load_migrations())
+            if applied:
+                log.info("applied migrations: %s", ", ".join(applied))
+            fleet = FleetView()
+            follower = ScoresFollower(settings.kafka_bootstrap_servers, fleet)
+            await follower.start()
+            store = PlacementStore(pool)
+            service = PlacementService(
+                store=store,
+                fleet=fleet,
+                policy=PlacementPolicy(settings.threshold, settings.stale_after_s),
+                ports=PortRange(settings.master_port_first, settings.master_port_last),
+                clock_ms=_now_ms,
+                is_fleet_ready=lambda: follower.caught_up and len(fleet) > 0,
+            )
+            app.state.runtime = Runtime(service, store, fleet, follower, metrics)
+            try:
+                yield
+            finally:
+                await follower.stop()
+        finally:
+            await pool.close()
+
+    app = FastAPI(
+        title="Fairlane scheduler",
+        version="0.1.0",
+        description="Places GPU jobs on the GPUs that will run them fastest, from live scores.",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.include_router(router)
+    app.mount("/metrics", make_asgi_app(metrics.registry))
+    return app

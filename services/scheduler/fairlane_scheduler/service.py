@@ -1,0 +1,122 @@
+"""Placement orchestration: idempotency, a decision on the live fleet view, and the
+write that Postgres arbitrates. Routes call this; it knows nothing of HTTP."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fairlane_events.records import GpuSlot, NodeAssignment
+from fairlane_scheduler.adapters.store import PlacementStore
+from fairlane_scheduler.core.fleet import FleetView
+from fairlane_scheduler.core.model import Placement, PlacementRequest
+from fairlane_scheduler.core.placement import (
+    Choice,
+    JobShape,
+    NoPlacement,
+    PlacementPolicy,
+    choose_node,
+)
+from fairlane_scheduler.core.ports import next_free_port
+from fairlane_scheduler.errors import (
+    AllocationConflictError,
+    JobConflictError,
+    NoCapacityError,
+    NotFoundError,
+    NotReadyError,
+)
+
+__all__ = ["PlacementService", "PortRange"]
+
+_ATTEMPTS = 5  # a lost race with another replica retries on a fresh view
+
+
+@dataclass(frozen=True)
+class PortRange:
+    first: int = 29500
+    last: int = 29999
+
+
+class PlacementService:
+    def __init__(
+        self,
+        *,
+        store: PlacementStore,
+        fleet: FleetView,
+        policy: PlacementPolicy,
+        ports: PortRange,
+        clock_ms: Callable[[], int],
+        is_fleet_ready: Callable[[], bool],
+    ) -> None:
+        self._store = store
+        self._fleet = fleet
+        self._policy = policy
+        self._ports = ports
+        self._clock_ms = clock_ms
+        self._is_fleet_ready = is_fleet_ready
+
+    async def get(self, placement_id: str) -> Placement:
+        placement = await self._store.get(placement_id)
+        if placement is None:
+            raise NotFoundError(f"no placement {placement_id}")
+        return placement
+
+    async def place(self, request: PlacementRequest, request_json: bytes) -> tuple[Placement, bool]:
+        """The placement for ``request`` and whether it was created now (False: the original
+        placement of an identical earlier request)."""
+        for _ in range(_ATTEMPTS):
+            existing = await self._store.find_job(request.namespace, request.job_id)
+            if existing is not None:
+                if existing.fingerprint != request.fingerprint:
+                    raise JobConflictError(
+                        f"job_id {request.job_id!r} already exists in namespace "
+                        f"{request.namespace!r} with a different request"
+                    )
+                return existing, False
+            if not self._is_fleet_ready():
+                raise NotReadyError("no GPU scores received yet")
+            placement = await self._decide(request)
+            try:
+                await self._store.insert(placement, request_json)
+            except AllocationConflictError:
+                continue
+            return placement, True
+        raise NoCapacityError("lost every race for the chosen GPUs; try again", {})
+
+    async def _decide(self, request: PlacementRequest) -> Placement:
+        shape = JobShape(request.gpus_per_node, request.min_gpu_memory_gib, request.models)
+        allocated = await self._store.live_gpus()
+        now_ms = self._clock_ms()
+        choice = choose_node(self._fleet.gpus.values(), shape, self._policy, allocated, now_ms)
+        if isinstance(choice, NoPlacement):
+            raise NoCapacityError(choice.summary(), choice.reasons)
+        port = next_free_port(
+            await self._store.live_ports(choice.node), self._ports.first, self._ports.last
+        )
+        if port is None:
+            raise NoCapacityError(f"no free MASTER_PORT on {choice.node}", {"ports": 1})
+        return _placement(request, choice, port, now_ms)
+
+
+def _placement(request: PlacementRequest, choice: Choice, port: int, now_ms: int) -> Placement:
+    gpus = sorted(choice.gpus, key=lambda g: g.index)
+    assignment = NodeAssignment(
+        node=choice.node,
+        node_rank=0,
+        gpus=[GpuSlot(uuid=g.uuid, index=g.index) for g in gpus],
+        cuda_visible_devices=",".join(str(g.index) for g in gpus),
+        master_addr=choice.node,
+        master_port=port,
+        world_size=len(gpus),
+    )
+    return Placement(
+        id=str(uuid.uuid4()),
+        job_id=request.job_id,
+        namespace=request.namespace,
+        state="placed",
+        created_at_ms=now_ms,
+        nodes=(assignment,),
+        fingerprint=request.fingerprint,
+        gpu_scores={g.uuid: g.score for g in choice.gpus},
+    )

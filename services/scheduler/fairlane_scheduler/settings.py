@@ -1,0 +1,29 @@
+"""The scheduler's one settings model (flags and ``FAIRLANE_*`` environment)."""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field, SecretStr, model_validator
+
+from fairlane_runtime.settings import ServiceSettings
+
+__all__ = ["SchedulerSettings"]
+
+
+class SchedulerSettings(ServiceSettings):
+    database_url: SecretStr = Field(
+        SecretStr("postgresql://postgres@127.0.0.1:55432/fairlane"),
+        validation_alias=AliasChoices("FAIRLANE_DATABASE_URL", "DATABASE_URL", "database_url"),
+    )
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=1, le=65535)
+    threshold: float = Field(0.65, ge=0, le=1, description="minimum score to place on a GPU")
+    stale_after_s: float = Field(90.0, gt=0, description="ignore GPUs with older samples")
+    master_port_first: int = Field(29500, ge=1024, le=65535)
+    master_port_last: int = Field(29999, ge=1024, le=65535)
+    db_pool_max: int = Field(10, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _port_range(self) -> SchedulerSettings:
+        if self.master_port_first > self.master_port_last:
+            raise ValueError("master_port_first must not exceed master_port_last")
+        return self
