@@ -15,7 +15,7 @@ from fairlane_runtime.errors import ServerUnavailableError, TopicMismatchError
 
 __all__ = ["ensure_topics", "kafka_admin", "topic_partitions"]
 
-_TOPIC_ALREADY_EXISTS = 36  # another process created it first: fine
+_EXISTS = 36  # another process created it first: fine
 
 
 async def kafka_admin(bootstrap: str, *, timeout_s: float = 15.0) -> AIOKafkaAdminClient:
@@ -33,14 +33,28 @@ async def kafka_admin(bootstrap: str, *, timeout_s: float = 15.0) -> AIOKafkaAdm
 
 
 async def topic_partitions(admin: AIOKafkaAdminClient, names: Iterable[str]) -> dict[str, int]:
-    """Partition counts of the topics that exist among ``names``."""
+    """Partition counts of the topics that exist among ``names``.
+
+    Asks for the topics by name: a full listing can lag a creation that just happened.
+    """
     wanted = list(names)
-    existing = set(await admin.list_topics())
-    found = [n for n in wanted if n in existing]
-    if not found:
+    if not wanted:
         return {}
-    described = await admin.describe_topics(found)
-    return {t["topic"]: len(t["partitions"]) for t in described}
+    described = await admin.describe_topics(wanted)
+    return {t["topic"]: len(t["partitions"]) for t in described if t["error_code"] == 0}
+
+
+async def _check_partitions(admin: AIOKafkaAdminClient, specs: list[TopicSpec]) -> set[str]:
+    """Raise on a partition mismatch among existing topics; return the names that exist."""
+    current = await topic_partitions(admin, (s.name for s in specs))
+    wrong = [
+        f"{s.name} has {current[s.name]} partitions, expected {s.partitions}"
+        for s in specs
+        if s.name in current and current[s.name] != s.partitions
+    ]
+    if wrong:
+        raise TopicMismatchError("; ".join(wrong))
+    return set(current)
 
 
 async def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec] = ALL_TOPICS) -> list[str]:
@@ -53,27 +67,22 @@ async def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec] = ALL_TOPICS)
     specs = list(specs)
     admin = await kafka_admin(bootstrap)
     try:
-        current = await topic_partitions(admin, (s.name for s in specs))
-        wrong = [
-            f"{s.name} has {current[s.name]} partitions, expected {s.partitions}"
-            for s in specs
-            if s.name in current and current[s.name] != s.partitions
+        existing = await _check_partitions(admin, specs)
+        missing = [s for s in specs if s.name not in existing]
+        if not missing:
+            return []
+        response = await admin.create_topics(
+            [NewTopic(s.name, s.partitions, 1, topic_configs=dict(s.configs)) for s in missing]
+        )
+        failed = [
+            f"{e[0]}: error code {e[1]}" for e in response.topic_errors if e[1] not in (0, _EXISTS)
         ]
-        if wrong:
-            raise TopicMismatchError("; ".join(wrong))
-        missing = [s for s in specs if s.name not in current]
-        if missing:
-            response = await admin.create_topics(
-                [NewTopic(s.name, s.partitions, 1, topic_configs=dict(s.configs)) for s in missing]
-            )
-            failed = [
-                f"{err[0]}: error code {err[1]}"
-                for err in response.topic_errors
-                if err[1] not in (0, _TOPIC_ALREADY_EXISTS)
-            ]
-            if failed:
-                raise TopicMismatchError("could not create topics: " + "; ".join(failed))
-        return [s.name for s in missing]
+        if failed:
+            raise TopicMismatchError("could not create topics: " + "; ".join(failed))
+        # Metadata lagged behind a creation (by us earlier, or another process): check those.
+        raced = {e[0] for e in response.topic_errors if e[1] == _EXISTS}
+        await _check_partitions(admin, [s for s in missing if s.name in raced])
+        return [e[0] for e in response.topic_errors if e[1] == 0]
     finally:
         await admin.close()
 

@@ -16,7 +16,7 @@ LOAD_COMPONENTS = ("compute", "memory", "bandwidth", "power")
 
 DEFAULT_WEIGHTS: Mapping[str, float] = MappingProxyType(
     {
-        "clock": 4.0,  # SM clock under throttle: the signal that tracks slowness best (PAL data)
+        "clock": 6.0,  # SM clock under throttle: the signal that tracks slowness best (PAL data)
         "thermal": 2.0,
         "compute": 2.0,  # highest among the load components
         "memory": 1.0,

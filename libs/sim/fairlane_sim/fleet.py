@@ -67,7 +67,8 @@ class FleetSimulator:
     def _make_gpu(self, node: str, index: int, model: GpuModelSpec) -> SimGpu:
         degraded = bool(self._rng.random() < self.spec.degraded_fraction)
         gpu_uuid = uuid.UUID(bytes=self._rng.bytes(16), version=4)
-        return SimGpu(node, index, f"GPU-{gpu_uuid}", model, degraded, 0.6 if degraded else 1.0)
+        # Hardware thermal slowdown roughly halves the SM clock.
+        return SimGpu(node, index, f"GPU-{gpu_uuid}", model, degraded, 0.5 if degraded else 1.0)
 
     def sample(self, ts_ms: int, driver_version: str = "sim") -> list[NodeSample]:
         """One record per node for the collection round at ``ts_ms``."""

@@ -9,7 +9,9 @@ import uvicorn
 
 from fairlane_runtime.entry import exit_with_error, load_settings
 from fairlane_runtime.errors import FairlaneError
+from fairlane_runtime.kafka import ensure_topics
 from fairlane_runtime.logging import configure_logging
+from fairlane_scheduler.adapters.store import connect_pool
 from fairlane_scheduler.app import create_app
 from fairlane_scheduler.errors import SchedulerError
 from fairlane_scheduler.settings import SchedulerSettings
@@ -17,9 +19,20 @@ from fairlane_scheduler.settings import SchedulerSettings
 PROG = "fairlane-scheduler"
 
 
+async def _preflight(settings: SchedulerSettings) -> None:
+    """Fail fast, with one clear line, when Kafka or Postgres is not there."""
+    await ensure_topics(settings.kafka_bootstrap_servers)
+    pool = await connect_pool(settings.database_url.get_secret_value(), max_size=1)
+    await pool.close()
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     settings = load_settings(SchedulerSettings, argv, PROG)
     configure_logging(settings.log_level, json=settings.log_json)
+    try:
+        asyncio.run(_preflight(settings))
+    except (FairlaneError, SchedulerError) as exc:
+        exit_with_error(PROG, exc)
     config = uvicorn.Config(
         create_app(settings),
         host=settings.host,
@@ -28,10 +41,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         lifespan="on",
     )
     server = uvicorn.Server(config)
-    try:
-        asyncio.run(server.serve())
-    except (FairlaneError, SchedulerError) as exc:
-        exit_with_error(PROG, exc)
+    asyncio.run(server.serve())
     if not server.started:
         exit_with_error(PROG, "did not start (see the log above)")
 

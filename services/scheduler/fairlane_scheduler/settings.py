@@ -17,7 +17,11 @@ class SchedulerSettings(ServiceSettings):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
     threshold: float = Field(0.65, ge=0, le=1, description="minimum score to place on a GPU")
-    stale_after_s: float = Field(90.0, gt=0, description="ignore GPUs with older samples")
+    stale_after_s: float = Field(
+        180.0,
+        gt=0,
+        description="safety net: ignore GPUs whose score record is older (> heartbeat)",
+    )
     master_port_first: int = Field(29500, ge=1024, le=65535)
     master_port_last: int = Field(29999, ge=1024, le=65535)
     db_pool_max: int = Field(10, ge=1, le=100)

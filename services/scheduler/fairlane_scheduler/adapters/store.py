@@ -3,6 +3,7 @@ its unique indexes turn a race for a GPU or a port into :class:`AllocationConfli
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -27,13 +28,18 @@ async def connect_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> as
         ) from exc
 
 
+def _utc(ms: int) -> datetime:
+    """Exact to the millisecond (a float division would not be)."""
+    return datetime.fromtimestamp(ms // 1000, UTC) + timedelta(milliseconds=ms % 1000)
+
+
 def _placement(row: asyncpg.Record) -> Placement:
     return Placement(
         id=str(row["id"]),
         job_id=row["job_id"],
         namespace=row["namespace"],
         state=row["state"],
-        created_at_ms=int(row["created_at"].timestamp() * 1000),
+        created_at_ms=round(row["created_at"].timestamp() * 1000),
         nodes=tuple(NodeAssignment.model_validate(n) for n in orjson.loads(row["assignment"])),
         fingerprint=row["request_sha256"],
     )
@@ -80,8 +86,8 @@ class PlacementStore:
             async with self._pool.acquire() as conn, conn.transaction():
                 await conn.execute(
                     """INSERT INTO placements (id, namespace, job_id, request, request_sha256,
-                           state, master_node, master_port, assignment)
-                       VALUES ($1::uuid, $2, $3, $4::jsonb, $5, $6, $7, $8, $9::jsonb)""",
+                           state, master_node, master_port, assignment, created_at)
+                       VALUES ($1::uuid, $2, $3, $4::jsonb, $5, $6, $7, $8, $9::jsonb, $10)""",
                     placement.id,
                     placement.namespace,
                     placement.job_id,
@@ -91,6 +97,7 @@ class PlacementStore:
                     master.master_addr,
                     master.master_port,
                     orjson.dumps([n.model_dump(mode="json") for n in placement.nodes]).decode(),
+                    _utc(placement.created_at_ms),
                 )
                 await conn.executemany(
                     """INSERT INTO allocations (placement_id, node, gpu_uuid, gpu_index, score)

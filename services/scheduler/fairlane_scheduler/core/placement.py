@@ -32,7 +32,7 @@ class JobShape:
 @dataclass(frozen=True)
 class PlacementPolicy:
     threshold: float = 0.65
-    stale_after_s: float = 90.0
+    stale_after_s: float = 180.0
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,46 @@
+"""Session-wide real servers and per-test isolation (fresh database, unique names)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import asyncpg
+import pytest
+
+from fairlane_runtime.kafka import ensure_topics
+from tests.servers import kafka_server, postgres_server
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    with kafka_server() as bootstrap:
+        asyncio.run(ensure_topics(bootstrap))
+        yield bootstrap
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    with postgres_server() as dsn:
+        yield dsn
+
+
+@pytest.fixture
+async def database_url(postgres_dsn: str) -> AsyncIterator[str]:
+    """A fresh, empty database for one test, dropped afterwards."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(postgres_dsn)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        base, _, _ = postgres_dsn.rpartition("/")
+        yield f"{base}/{name}"
+        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@pytest.fixture
+def unique() -> str:
+    """A short unique token for node names, job ids and consumer groups."""
+    return uuid.uuid4().hex[:8]

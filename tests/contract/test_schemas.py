@@ -1,0 +1,70 @@
+"""The checked-in JSON Schemas are the contract other systems read: they must match the
+models, and the records we produce must validate against them."""
+
+import json
+
+import jsonschema
+import orjson
+import pytest
+
+from fairlane_events.codec import encode
+from fairlane_events.dead_letter import dead_letter_for
+from fairlane_events.records import GpuSlot, NodeAssignment, PlacementEvent, Record
+from fairlane_events.schemas import TOPIC_RECORDS, render_schema, schema_path
+from fairlane_events.topics import ALL_TOPICS, DEAD_LETTER, GPU_SCORES, NODE_SAMPLES, PLACEMENTS
+from tests.factories import gpu_score, node_sample
+
+EXAMPLES: dict[str, Record] = {
+    NODE_SAMPLES: node_sample(),
+    GPU_SCORES: gpu_score(components={"clock": 1.0, "compute": None}),
+    PLACEMENTS: PlacementEvent(
+        placement_id="p",
+        job_id="j",
+        namespace="default",
+        event="created",
+        ts_ms=1,
+        nodes=[
+            NodeAssignment(
+                node="n",
+                node_rank=0,
+                gpus=[GpuSlot(uuid="GPU-1", index=0)],
+                cuda_visible_devices="0",
+                master_addr="n",
+                master_port=29500,
+                world_size=1,
+            )
+        ],
+    ),
+    DEAD_LETTER: dead_letter_for(
+        topic=NODE_SAMPLES, partition=0, offset=0, key=None, value=b"x", error="e", now_ms=1
+    ),
+}
+
+
+def test_every_topic_has_a_record_model_and_a_schema_file() -> None:
+    assert set(TOPIC_RECORDS) == {t.name for t in ALL_TOPICS} == set(EXAMPLES)
+
+
+@pytest.mark.parametrize("topic", sorted(TOPIC_RECORDS))
+def test_checked_in_schema_matches_the_model(topic: str) -> None:
+    assert schema_path(topic).read_text() == render_schema(topic), "run `make schemas`"
+
+
+@pytest.mark.parametrize("topic", sorted(TOPIC_RECORDS))
+def test_produced_records_validate_against_the_schema(topic: str) -> None:
+    schema = json.loads(schema_path(topic).read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.validate(orjson.loads(encode(EXAMPLES[topic])), schema)
+
+
+def test_schema_rejects_a_missing_field() -> None:
+    schema = json.loads(schema_path(NODE_SAMPLES).read_text())
+    record = orjson.loads(encode(EXAMPLES[NODE_SAMPLES]))
+    del record["node"]
+    with pytest.raises(jsonschema.ValidationError, match="'node' is a required property"):
+        jsonschema.validate(record, schema)
+
+
+def test_scores_topic_is_compacted() -> None:
+    spec = next(t for t in ALL_TOPICS if t.name == GPU_SCORES)
+    assert spec.configs["cleanup.policy"] == "compact"

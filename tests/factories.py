@@ -1,0 +1,58 @@
+"""Small builders of valid records for tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fairlane_events.records import GpuSample, GpuScore, NodeSample
+
+GIB = 1024**3
+
+
+def gpu_sample(**overrides: Any) -> GpuSample:
+    values: dict[str, Any] = {
+        "uuid": "GPU-0000",
+        "index": 0,
+        "model": "NVIDIA H100 80GB HBM3",
+        "gpu_util_pct": 0.0,
+        "mem_util_pct": 0.0,
+        "mem_used_bytes": 0,
+        "mem_total_bytes": 80 * GIB,
+        "sm_active": 0.0,
+        "temp_c": 40.0,
+        "slowdown_temp_c": 90.0,
+        "power_w": 70.0,
+        "power_limit_w": 700.0,
+        "sm_clock_mhz": 1980.0,
+        "max_sm_clock_mhz": 1980.0,
+        "clock_event_reasons": 0,
+        "ecc_uncorrected_volatile": 0,
+        "remapped_rows_pending": False,
+    }
+    values.update(overrides)
+    return GpuSample(**values)
+
+
+def node_sample(node: str = "node-a", ts_ms: int = 1_700_000_000_000, **gpu: Any) -> NodeSample:
+    return NodeSample(node=node, ts_ms=ts_ms, source="sim", gpus=[gpu_sample(**gpu)])
+
+
+def gpu_score(**overrides: Any) -> GpuScore:
+    values: dict[str, Any] = {
+        "node": "node-a",
+        "uuid": "GPU-0000",
+        "index": 0,
+        "model": "NVIDIA H100 80GB HBM3",
+        "score": 0.9,
+        "speed": 2.0,
+        "effective_capacity": 1.8,
+        "components": {},
+        "samples_in_window": 5,
+        "stale": False,
+        "mem_total_bytes": 80 * GIB,
+        "ts_ms": 1_700_000_000_000,
+    }
+    values.update(overrides)
+    if "effective_capacity" not in overrides:
+        values["effective_capacity"] = values["score"] * values["speed"]
+    return GpuScore(**values)

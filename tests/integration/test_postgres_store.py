@@ -1,0 +1,100 @@
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from fairlane_events.records import GpuSlot, NodeAssignment
+from fairlane_scheduler.adapters.migrations import (
+    Migration,
+    MigrationError,
+    apply_migrations,
+    load_migrations,
+)
+from fairlane_scheduler.adapters.store import PlacementStore, connect_pool
+from fairlane_scheduler.core.model import Placement
+from fairlane_scheduler.errors import AllocationConflictError, DatabaseUnavailableError
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    pool = await connect_pool(database_url)
+    async with pool.acquire() as conn:
+        await apply_migrations(conn, load_migrations())
+    yield pool
+    await pool.close()
+
+
+def placement(pid: str, job: str, gpus: list[str], port: int = 29500) -> Placement:
+    return Placement(
+        id=pid,
+        job_id=job,
+        namespace="default",
+        state="placed",
+        created_at_ms=1,
+        nodes=(
+            NodeAssignment(
+                node="n1",
+                node_rank=0,
+                gpus=[GpuSlot(uuid=g, index=i) for i, g in enumerate(gpus)],
+                cuda_visible_devices=",".join(str(i) for i in range(len(gpus))),
+                master_addr="n1",
+                master_port=port,
+                world_size=len(gpus),
+            ),
+        ),
+        fingerprint="f",
+        gpu_scores=dict.fromkeys(gpus, 0.9),
+    )
+
+
+P1 = "00000000-0000-0000-0000-000000000001"
+P2 = "00000000-0000-0000-0000-000000000002"
+
+
+async def test_migrations_apply_once_and_detect_edits(database_url: str) -> None:
+    conn = await asyncpg.connect(database_url)
+    try:
+        migrations = load_migrations()
+        assert await apply_migrations(conn, migrations) == [m.name for m in migrations]
+        assert await apply_migrations(conn, migrations) == []
+        edited = [Migration(m.version, m.name, m.sql + "\n-- edited") for m in migrations]
+        with pytest.raises(MigrationError, match="changed after it was applied"):
+            await apply_migrations(conn, edited)
+    finally:
+        await conn.close()
+
+
+async def test_placement_round_trips(pool: asyncpg.Pool) -> None:
+    store = PlacementStore(pool)
+    stored = placement(P1, "job-1", ["g1", "g2"])
+    await store.insert(stored, b'{"job_id": "job-1"}')
+    got = await store.get(P1)
+    assert got is not None
+    assert (got.id, got.job_id, got.nodes, got.fingerprint) == (P1, "job-1", stored.nodes, "f")
+    assert await store.find_job("default", "job-1") == got
+    assert await store.live_gpus() == {"g1", "g2"}
+    assert await store.live_ports("n1") == {29500}
+
+
+async def test_database_forbids_two_live_allocations_of_one_gpu(pool: asyncpg.Pool) -> None:
+    store = PlacementStore(pool)
+    await store.insert(placement(P1, "job-1", ["g1", "g2"]), b"{}")
+    with pytest.raises(AllocationConflictError):
+        await store.insert(placement(P2, "job-2", ["g2", "g3"], port=29501), b"{}")
+    # The transaction rolled back as a whole: nothing of job-2 remains.
+    assert await store.get(P2) is None
+    assert await store.live_gpus() == {"g1", "g2"}
+
+
+async def test_database_forbids_two_live_placements_on_one_port(pool: asyncpg.Pool) -> None:
+    store = PlacementStore(pool)
+    await store.insert(placement(P1, "job-1", ["g1"]), b"{}")
+    with pytest.raises(AllocationConflictError):
+        await store.insert(placement(P2, "job-2", ["g2"], port=29500), b"{}")
+
+
+async def test_unreachable_postgres_gives_a_clear_error() -> None:
+    with pytest.raises(DatabaseUnavailableError, match=r"not reachable.*postgres.sh up"):
+        await connect_pool("postgresql://postgres@127.0.0.1:1/x")

@@ -1,0 +1,90 @@
+"""Where the tests' Kafka and Postgres come from, in this order:
+
+1. ``KAFKA_BOOTSTRAP_SERVERS`` / ``DATABASE_URL`` from the environment (CI, compose);
+2. testcontainers, when a Docker engine answers;
+3. the project's own scripts (scripts/kafka.sh, scripts/postgres.sh) on test ports
+   (29092 and 55433 by default) so that a running ``make run`` stack is left alone.
+
+Never a silent skip: if none of these works, the fixture fails with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TEST_KAFKA_PORT = os.environ.get("FAIRLANE_TEST_KAFKA_PORT", "29092")
+TEST_PG_PORT = os.environ.get("FAIRLANE_TEST_PG_PORT", "55433")
+
+
+def docker_engine_answers() -> bool:
+    """Ask the Docker SDK in a child process, so its leaked sockets never reach pytest."""
+    probe = "import docker; docker.from_env(timeout=3).ping()"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", probe], check=False, capture_output=True, timeout=10
+        )
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0
+
+
+def _script(name: str, *args: str, env: dict[str, str]) -> str:
+    result = subprocess.run(
+        [str(ROOT / "scripts" / name), *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if args[0] != "status" and result.returncode != 0:
+        raise RuntimeError(
+            f"scripts/{name} {' '.join(args)} failed:\n{result.stdout}{result.stderr}"
+        )
+    return result.stdout if result.returncode == 0 else ""
+
+
+@contextlib.contextmanager
+def local_server(name: str, env: dict[str, str]) -> Iterator[str]:
+    """Start a server with its script unless already running; stop it after if we started it."""
+    was_running = bool(_script(name, "status", env=env))
+    out = _script(name, "up", env=env)
+    try:
+        yield out
+    finally:
+        if not was_running:
+            _script(name, "down", "--purge", env=env)
+
+
+@contextlib.contextmanager
+def kafka_server() -> Iterator[str]:
+    if env := os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        yield env
+    elif docker_engine_answers():
+        from testcontainers.kafka import KafkaContainer
+
+        with KafkaContainer("confluentinc/cp-kafka:7.9.0").with_kraft() as kafka:
+            yield kafka.get_bootstrap_server()
+    else:
+        with local_server("kafka.sh", {"KAFKA_PORT": TEST_KAFKA_PORT}):
+            yield f"127.0.0.1:{TEST_KAFKA_PORT}"
+
+
+@contextlib.contextmanager
+def postgres_server() -> Iterator[str]:
+    """Yields a DSN of an existing database that tests may create databases from."""
+    if env := os.environ.get("DATABASE_URL"):
+        yield env
+    elif docker_engine_answers():
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:15", driver=None) as pg:
+            yield pg.get_connection_url()
+    else:
+        with local_server("postgres.sh", {"PG_PORT": TEST_PG_PORT, "PG_DATABASE": "fairlane"}):
+            yield f"postgresql://postgres@127.0.0.1:{TEST_PG_PORT}/fairlane"

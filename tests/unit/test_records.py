@@ -1,0 +1,74 @@
+import math
+
+import orjson
+import pytest
+
+from fairlane_events.codec import DecodeError, decode, encode
+from fairlane_events.dead_letter import MAX_DEAD_LETTER_VALUE_BYTES, dead_letter_for
+from fairlane_events.records import NodeSample
+from tests.factories import GIB, node_sample
+
+
+def test_node_sample_round_trips_with_wire_names() -> None:
+    sample = node_sample()
+    data = encode(sample)
+    assert orjson.loads(data)["schema"] == "node-sample/1"
+    assert decode(NodeSample, data) == sample
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b"not json{", "not JSON"),
+        (b"{}", "node: Field required"),
+        (
+            orjson.dumps({**orjson.loads(encode(node_sample())), "schema": "node-sample/2"}),
+            "schema:",
+        ),
+        (None, "tombstone"),
+    ],
+)
+def test_decode_names_what_is_wrong(data: bytes | None, expected: str) -> None:
+    with pytest.raises(DecodeError, match=expected):
+        decode(NodeSample, data)
+
+
+@pytest.mark.parametrize(
+    "gpu",
+    [
+        {"temp_c": 10_000.0},
+        {"mem_used_bytes": 81 * GIB},
+        {"gpu_util_pct": -1.0},
+        {"sm_active": 1.5},
+    ],
+)
+def test_absurd_metrics_are_rejected(gpu: dict[str, float]) -> None:
+    raw = orjson.loads(encode(node_sample()))
+    raw["gpus"][0].update(gpu)
+    with pytest.raises(DecodeError):
+        decode(NodeSample, orjson.dumps(raw))
+
+
+def test_non_finite_numbers_are_rejected() -> None:
+    raw = encode(node_sample()).replace(b'"temp_c":40.0', b'"temp_c":NaN')
+    with pytest.raises(DecodeError, match="not JSON"):
+        decode(NodeSample, raw)
+    with pytest.raises(ValueError, match="finite"):
+        node_sample(temp_c=math.inf)
+
+
+def test_duplicate_gpu_in_one_node_sample_is_rejected() -> None:
+    raw = orjson.loads(encode(node_sample()))
+    raw["gpus"].append(raw["gpus"][0])
+    with pytest.raises(DecodeError, match="duplicate uuid"):
+        decode(NodeSample, orjson.dumps(raw))
+
+
+def test_dead_letter_keeps_origin_and_truncates_huge_values() -> None:
+    value = b"x" * (MAX_DEAD_LETTER_VALUE_BYTES + 10)
+    letter = dead_letter_for(
+        topic="t", partition=3, offset=42, key=b"k", value=value, error="bad", now_ms=1
+    )
+    assert (letter.source_topic, letter.partition, letter.offset) == ("t", 3, 42)
+    assert letter.truncated
+    assert letter.value_size == len(value)
