@@ -49,15 +49,19 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
             follower = ScoresFollower(settings.kafka_bootstrap_servers, fleet)
             await follower.start()
             store = PlacementStore(pool)
+
+            def fresh_gpus() -> int:
+                return fleet.fresh_count(_now_ms(), settings.stale_after_s)
+
             service = PlacementService(
                 store=store,
                 fleet=fleet,
                 policy=PlacementPolicy(settings.threshold, settings.stale_after_s),
                 ports=PortRange(settings.master_port_first, settings.master_port_last),
                 clock_ms=_now_ms,
-                is_fleet_ready=lambda: follower.caught_up and len(fleet) > 0,
+                is_fleet_ready=lambda: follower.caught_up and fresh_gpus() > 0,
             )
-            app.state.runtime = Runtime(service, store, fleet, follower, metrics)
+            app.state.runtime = Runtime(service, store, fleet, follower, metrics, fresh_gpus)
             try:
                 yield
             finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -43,6 +44,7 @@ class Runtime:
     fleet: FleetView
     follower: ScoresFollower
     metrics: SchedulerMetrics
+    fresh_gpus: Callable[[], int]  # fresh GPUs in the fleet view now
 
 
 def _runtime(request: Request) -> Runtime:

@@ -55,10 +55,10 @@ async def readyz(runtime: RuntimeDep) -> JSONResponse:
         checks["postgres"] = str(exc)
     if not runtime.follower.caught_up:
         checks["scores"] = "catching up with the scores topic"
-    elif len(runtime.fleet) == 0:
-        checks["scores"] = "no GPU scores received yet"
+    elif (fresh := runtime.fresh_gpus()) == 0:
+        checks["scores"] = f"no fresh GPU scores yet ({len(runtime.fleet)} GPUs known, all stale)"
     else:
-        checks["scores"] = f"ok ({len(runtime.fleet)} GPUs)"
+        checks["scores"] = f"ok ({fresh} fresh GPUs of {len(runtime.fleet)})"
     ready = all(v == "ok" or v.startswith("ok ") for v in checks.values())
     return JSONResponse(
         {"ready": ready, "checks": checks},

@@ -34,3 +34,8 @@ class FleetView:
 
     def __len__(self) -> int:
         return len(self.gpus)
+
+    def fresh_count(self, now_ms: int, stale_after_s: float) -> int:
+        """GPUs whose latest score is neither flagged stale nor older than stale_after_s."""
+        horizon = now_ms - stale_after_s * 1000
+        return sum(1 for g in self.gpus.values() if not g.stale and g.ts_ms >= horizon)

@@ -1,0 +1,71 @@
+# Fairlane — one vocabulary for people and CI. `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+UV_VERSION := 0.13.8
+UV ?= $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.local/tools/bin/uv)
+export UV_PYTHON ?= 3.11
+export UV_PYTHON_DOWNLOADS ?= never
+VENV := .venv
+PY := $(VENV)/bin/python
+PACKAGES := -p fairlane_events -p fairlane_scoring -p fairlane_sim -p fairlane_runtime \
+            -p fairlane_agent -p fairlane_scorer -p fairlane_scheduler
+PYTEST_ARGS ?=
+
+.PHONY: help setup run stop test test-unit lint fmt schemas servers-up servers-down clean
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+$(CURDIR)/.local/tools/bin/uv:
+	@command -v python3 >/dev/null || { echo "python3 (3.11) is required" >&2; exit 1; }
+	python3 -m venv .local/tools
+	.local/tools/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+$(VENV)/.synced: uv.lock pyproject.toml $(wildcard libs/*/pyproject.toml services/*/pyproject.toml) | $(UV)
+	$(UV) sync --frozen
+	@touch $@
+
+setup: $(VENV)/.synced ## install uv (if missing) and the locked Python environment
+
+run: setup ## start Kafka, Postgres, scorer, scheduler and a simulated fleet; Ctrl-C stops
+	scripts/stack.sh up
+
+stop: ## stop everything `make run` started
+	scripts/stack.sh down
+
+test: setup ## unit, contract, integration and e2e tests (starts Kafka/Postgres when needed)
+	@# pytest exits 5 when it collected nothing: that is a failure here, not a pass.
+	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
+	  exit $$rc
+
+test-unit: setup ## the tests that need no server
+	$(PY) -m pytest tests/unit tests/contract $(PYTEST_ARGS)
+
+lint: setup ## ruff, mypy --strict, import contracts, schema drift
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy $(PACKAGES) -p tests
+	$(VENV)/bin/lint-imports
+	$(PY) -m fairlane_events.schemas --check
+
+fmt: setup ## format and autofix
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+schemas: setup ## regenerate the JSON Schemas from the record models
+	$(PY) -m fairlane_events.schemas
+
+servers-up: setup ## start only Kafka and Postgres (dev ports)
+	scripts/kafka.sh up
+	scripts/postgres.sh up
+
+servers-down: ## stop Kafka and Postgres (dev ports)
+	scripts/kafka.sh down
+	scripts/postgres.sh down
+
+clean: stop ## stop everything and delete local state (keeps downloaded jars)
+	scripts/kafka.sh down --purge
+	scripts/postgres.sh down --purge
+	rm -rf .local/run .local/logs .local/scorer-data

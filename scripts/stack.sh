@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# The whole local stack for `make run`: Kafka and Postgres (via their scripts), then the
+# scorer, the scheduler and a simulated fleet as background processes with logs and pid
+# files under .local/. `up` waits until the scheduler is ready, prints where things are,
+# and stays in the foreground: Ctrl-C stops what it started (`DETACH=1` returns instead).
+#
+#   scripts/stack.sh up | down | status
+#
+# Env: FAIRLANE_NODES (8 simulated nodes), FAIRLANE_GPUS_PER_NODE (8),
+#      FAIRLANE_INTERVAL_S (5, the demo's collection interval), FAIRLANE_PORT (8080),
+#      KAFKA_PORT (19092), PG_PORT (55432), FAIRLANE_STATE_DIR (<repo>/.local),
+#      READY_TIMEOUT (180 s), DETACH (0).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+STATE_DIR=${FAIRLANE_STATE_DIR:-$ROOT/.local}
+RUN_DIR=$STATE_DIR/run
+LOG_DIR=$STATE_DIR/logs
+BIN=$ROOT/.venv/bin
+SERVICES=(scorer scheduler agent)
+
+export KAFKA_PORT=${KAFKA_PORT:-19092} PG_PORT=${PG_PORT:-55432}
+export KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$KAFKA_PORT
+export FAIRLANE_INTERVAL_S=${FAIRLANE_INTERVAL_S:-5}
+export FAIRLANE_HEARTBEAT_S=${FAIRLANE_HEARTBEAT_S:-15}
+export FAIRLANE_STALE_AFTER_S=${FAIRLANE_STALE_AFTER_S:-45}
+API_PORT=${FAIRLANE_PORT:-8080}
+API=http://127.0.0.1:$API_PORT
+
+say() { echo "stack.sh: $*" >&2; }
+die() { say "$*"; exit 1; }
+
+is_running() { [[ -f $RUN_DIR/$1.pid ]] && kill -0 "$(cat "$RUN_DIR/$1.pid")" 2>/dev/null; }
+
+start() { # name command...
+  local name=$1; shift
+  if is_running "$name"; then say "$name already running"; return; fi
+  nohup "$@" >"$LOG_DIR/$name.log" 2>&1 &
+  echo $! >"$RUN_DIR/$name.pid"
+  say "started $name (pid $!), log $LOG_DIR/$name.log"
+}
+
+stop_service() {
+  local name=$1 pid
+  [[ -f $RUN_DIR/$name.pid ]] || return 0
+  pid=$(cat "$RUN_DIR/$name.pid")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    kill -KILL "$pid" 2>/dev/null || true
+    say "stopped $name"
+  fi
+  rm -f "$RUN_DIR/$name.pid"
+}
+
+wait_ready() {
+  local deadline=$((SECONDS + ${READY_TIMEOUT:-180}))
+  until curl -fsS "$API/readyz" >/dev/null 2>&1; do
+    for name in "${SERVICES[@]}"; do
+      is_running "$name" || { tail -n 30 "$LOG_DIR/$name.log" >&2; die "$name exited"; }
+    done
+    ((SECONDS < deadline)) || die "scheduler not ready: $(curl -s "$API/readyz")"
+    sleep 1
+  done
+}
+
+up() {
+  [[ -x $BIN/python ]] || die "no Python environment: run \`make setup\` first"
+  mkdir -p "$RUN_DIR" "$LOG_DIR"
+  "$ROOT/scripts/kafka.sh" up
+  DATABASE_URL=$("$ROOT/scripts/postgres.sh" up | sed -n 's/^DATABASE_URL=//p')
+  export DATABASE_URL
+  "$BIN/python" -m fairlane_runtime.kafka --bootstrap "$KAFKA_BOOTSTRAP_SERVERS"
+  start scorer "$BIN/fairlane-scorer" --data-dir "$STATE_DIR/scorer-data"
+  start scheduler "$BIN/fairlane-scheduler" --port "$API_PORT"
+  start agent "$BIN/fairlane-agent" --nodes "${FAIRLANE_NODES:-8}" \
+    --gpus-per-node "${FAIRLANE_GPUS_PER_NODE:-8}" --metrics-port 0
+  wait_ready
+  cat <<INFO
+
+Fairlane is running ($(curl -s "$API/readyz")).
+  API           $API          (OpenAPI docs: $API/docs)
+  scorer        http://127.0.0.1:6067/metrics
+  Kafka         $KAFKA_BOOTSTRAP_SERVERS      Postgres $DATABASE_URL
+  logs          $LOG_DIR/{scorer,scheduler,agent}.log
+
+Place a job:
+  curl -s -X POST $API/v1/placements -H 'content-type: application/json' \\
+       -d '{"job_id": "demo-$(date +%s)", "gpus_per_node": 4}'
+
+INFO
+  if [[ ${DETACH:-0} == 1 ]]; then say "detached; stop with \`make stop\`"; return; fi
+  trap 'down; exit 0' INT TERM
+  say "Ctrl-C stops everything"
+  while true; do sleep 1; done
+}
+
+down() {
+  for ((i = ${#SERVICES[@]} - 1; i >= 0; i--)); do stop_service "${SERVICES[i]}"; done
+  "$ROOT/scripts/kafka.sh" down
+  "$ROOT/scripts/postgres.sh" down
+}
+
+status() {
+  local rc=0
+  for name in "${SERVICES[@]}"; do
+    if is_running "$name"; then echo "$name: running"; else echo "$name: stopped"; rc=3; fi
+  done
+  curl -s "$API/readyz" && echo
+  return $rc
+}
+
+case ${1:-} in
+  up) up ;;
+  down) down ;;
+  status) status ;;
+  *) echo "usage: $0 up | down | status" >&2; exit 2 ;;
+esac
