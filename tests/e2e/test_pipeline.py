@@ -204,18 +204,25 @@ async def test_non_json_sample_is_dead_lettered_and_scoring_goes_on(stack: Stack
     )
 
 
-def test_missing_postgres_is_one_clear_line(kafka_bootstrap: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "fairlane_scheduler", "--port", str(free_port())],
-        env={
-            **os.environ,
-            "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
-            "DATABASE_URL": "postgresql://postgres@127.0.0.1:1/none",
-        },
+def run_cli(module: str, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        env={**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
+    )
+
+
+def test_missing_postgres_is_one_clear_line(kafka_bootstrap: str) -> None:
+    done = run_cli(
+        "fairlane_scheduler",
+        ["--port", str(free_port())],
+        {
+            "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+            "DATABASE_URL": "postgresql://postgres@127.0.0.1:1/none",
+        },
     )
     assert done.returncode == 2
     assert "fairlane-scheduler: error: Postgres is not reachable" in done.stderr
@@ -223,13 +230,8 @@ def test_missing_postgres_is_one_clear_line(kafka_bootstrap: str) -> None:
 
 
 def test_missing_kafka_is_one_clear_line() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "fairlane_agent", "--metrics-port", "0"],
-        env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    done = run_cli(
+        "fairlane_agent", ["--metrics-port", "0"], {"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1"}
     )
     assert done.returncode == 2
     assert "fairlane-agent: error: Kafka is not reachable at 127.0.0.1:1" in done.stderr
