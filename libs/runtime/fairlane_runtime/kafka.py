@@ -16,6 +16,7 @@ from fairlane_runtime.errors import ServerUnavailableError, TopicMismatchError
 __all__ = ["ensure_topics", "kafka_admin", "topic_partitions"]
 
 _EXISTS = 36  # another process created it first: fine
+_VISIBLE_WITHIN_S = 15.0
 
 
 async def kafka_admin(bootstrap: str, *, timeout_s: float = 15.0) -> AIOKafkaAdminClient:
@@ -44,9 +45,19 @@ async def topic_partitions(admin: AIOKafkaAdminClient, names: Iterable[str]) -> 
     return {t["topic"]: len(t["partitions"]) for t in described if t["error_code"] == 0}
 
 
-async def _check_partitions(admin: AIOKafkaAdminClient, specs: list[TopicSpec]) -> set[str]:
-    """Raise on a partition mismatch among existing topics; return the names that exist."""
+async def _check_partitions(
+    admin: AIOKafkaAdminClient, specs: list[TopicSpec], *, wait_visible_s: float = 0.0
+) -> set[str]:
+    """Raise on a partition mismatch among existing topics; return the names that exist.
+
+    With ``wait_visible_s``, wait that long for every topic to show in the metadata: on a
+    young broker a topic the controller already has can stay invisible for seconds.
+    """
+    deadline = asyncio.get_running_loop().time() + wait_visible_s
     current = await topic_partitions(admin, (s.name for s in specs))
+    while len(current) < len(specs) and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.2)
+        current = await topic_partitions(admin, (s.name for s in specs))
     wrong = [
         f"{s.name} has {current[s.name]} partitions, expected {s.partitions}"
         for s in specs
@@ -79,9 +90,11 @@ async def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec] = ALL_TOPICS)
         ]
         if failed:
             raise TopicMismatchError("could not create topics: " + "; ".join(failed))
-        # Metadata lagged behind a creation (by us earlier, or another process): check those.
+        # The metadata lagged behind a creation (ours earlier, or another process's).
         raced = {e[0] for e in response.topic_errors if e[1] == _EXISTS}
-        await _check_partitions(admin, [s for s in missing if s.name in raced])
+        await _check_partitions(
+            admin, [s for s in missing if s.name in raced], wait_visible_s=_VISIBLE_WITHIN_S
+        )
         return [e[0] for e in response.topic_errors if e[1] == 0]
     finally:
         await admin.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -12,6 +14,7 @@ from prometheus_client import make_asgi_app
 
 from fairlane_runtime.kafka import ensure_topics
 from fairlane_scheduler.adapters.migrations import apply_migrations, load_migrations
+from fairlane_scheduler.adapters.outbox import OutboxRelay
 from fairlane_scheduler.adapters.scores import ScoresFollower
 from fairlane_scheduler.adapters.store import PlacementStore, connect_pool
 from fairlane_scheduler.api.deps import Runtime, SchedulerMetrics
@@ -19,6 +22,7 @@ from fairlane_scheduler.api.errors import install_error_handlers
 from fairlane_scheduler.api.routes import router
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.placement import PlacementPolicy
+from fairlane_scheduler.errors import SchedulerError
 from fairlane_scheduler.service import PlacementService, PortRange
 from fairlane_scheduler.settings import SchedulerSettings
 
@@ -29,6 +33,17 @@ log = logging.getLogger("fairlane.scheduler")
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+async def _expire_leases(service: PlacementService, interval_s: float) -> None:
+    """Every interval, expire the placements whose lease ended (any replica may)."""
+    while True:
+        try:
+            for placement in await service.expire_due():
+                log.info("placement %s (job %s) expired", placement.id, placement.job_id)
+        except SchedulerError as exc:
+            log.warning("lease expiry skipped: %s", exc)
+        await asyncio.sleep(interval_s)
 
 
 def create_app(settings: SchedulerSettings) -> FastAPI:
@@ -62,9 +77,20 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 is_fleet_ready=lambda: follower.caught_up and fresh_gpus() > 0,
             )
             app.state.runtime = Runtime(service, store, fleet, follower, metrics, fresh_gpus)
+            relay = OutboxRelay(
+                settings.database_url.get_secret_value(), settings.kafka_bootstrap_servers
+            )
+            await relay.start()
+            expiry = asyncio.create_task(
+                _expire_leases(service, settings.expiry_interval_s), name="lease-expiry"
+            )
             try:
                 yield
             finally:
+                expiry.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await expiry
+                await relay.stop()
                 await follower.stop()
         finally:
             await pool.close()

@@ -19,6 +19,7 @@ __all__ = [
     "JobConflictError",
     "NoCapacityError",
     "NotFoundError",
+    "NotLiveError",
     "NotReadyError",
     "SchedulerError",
 ]
@@ -40,6 +41,10 @@ class NoCapacityError(SchedulerError):
     def __init__(self, message: str, reasons: Mapping[str, int]) -> None:
         super().__init__(message)
         self.reasons = dict(reasons)
+
+
+class NotLiveError(SchedulerError):
+    pass
 
 
 class NotReadyError(SchedulerError):

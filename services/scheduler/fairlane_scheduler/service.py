@@ -24,6 +24,7 @@ from fairlane_scheduler.errors import (
     JobConflictError,
     NoCapacityError,
     NotFoundError,
+    NotLiveError,
     NotReadyError,
 )
 
@@ -61,6 +62,29 @@ class PlacementService:
         if placement is None:
             raise NotFoundError(f"no placement {placement_id}")
         return placement
+
+    async def release(self, placement_id: str) -> Placement:
+        """End a placement and free its GPUs. Idempotent: an ended one is returned as is."""
+        ended = await self._store.end(placement_id, "released", self._clock_ms())
+        return ended if ended is not None else await self.get(placement_id)
+
+    async def renew(self, placement_id: str, lease_s: float | None) -> Placement:
+        renewed = await self._store.renew(placement_id, self._clock_ms(), lease_s)
+        if renewed is None:
+            placement = await self.get(placement_id)
+            why = "has no lease" if placement.is_live else f"is {placement.state}"
+            raise NotLiveError(f"placement {placement_id} {why}; nothing to renew")
+        return renewed
+
+    async def expire_due(self) -> list[Placement]:
+        """Expire every live placement whose lease has ended (safe on every replica)."""
+        now_ms = self._clock_ms()
+        expired = []
+        for placement_id in await self._store.due_for_expiry(now_ms):
+            ended = await self._store.end(placement_id, "expired", now_ms, "lease not renewed")
+            if ended is not None:
+                expired.append(ended)
+        return expired
 
     async def place(self, request: PlacementRequest, request_json: bytes) -> tuple[Placement, bool]:
         """The placement for ``request`` and whether it was created now (False: the original
@@ -118,5 +142,8 @@ def _placement(request: PlacementRequest, choice: Choice, port: int, now_ms: int
         created_at_ms=now_ms,
         nodes=(assignment,),
         fingerprint=request.fingerprint,
+        lease_expires_at_ms=None
+        if request.lease_s is None
+        else now_ms + round(request.lease_s * 1000),
         gpu_scores={g.uuid: g.score for g in choice.gpus},
     )

@@ -1,19 +1,23 @@
 """Postgres storage of placements (asyncpg). Postgres is the arbiter between replicas:
-its unique indexes turn a race for a GPU or a port into :class:`AllocationConflictError`."""
+its unique indexes turn a race for a GPU or a port into :class:`AllocationConflictError`,
+and every state change writes its outbox event in the same transaction."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 import orjson
 
+from fairlane_events.codec import encode
 from fairlane_events.records import NodeAssignment
-from fairlane_scheduler.core.model import Placement
+from fairlane_scheduler.core.model import EventKind, Placement, placement_event
 from fairlane_scheduler.errors import AllocationConflictError, DatabaseUnavailableError
 
-__all__ = ["PlacementStore", "connect_pool"]
+__all__ = ["PlacementStore", "connect_pool", "utc"]
 
 _UNAVAILABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError)
 
@@ -28,9 +32,13 @@ async def connect_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> as
         ) from exc
 
 
-def _utc(ms: int) -> datetime:
+def utc(ms: int) -> datetime:
     """Exact to the millisecond (a float division would not be)."""
     return datetime.fromtimestamp(ms // 1000, UTC) + timedelta(milliseconds=ms % 1000)
+
+
+def _ms(value: datetime | None) -> int | None:
+    return None if value is None else round(value.timestamp() * 1000)
 
 
 def _placement(row: asyncpg.Record) -> Placement:
@@ -42,19 +50,38 @@ def _placement(row: asyncpg.Record) -> Placement:
         created_at_ms=round(row["created_at"].timestamp() * 1000),
         nodes=tuple(NodeAssignment.model_validate(n) for n in orjson.loads(row["assignment"])),
         fingerprint=row["request_sha256"],
+        lease_expires_at_ms=_ms(row["lease_expires_at"]),
+        ended_at_ms=_ms(row["ended_at"]),
     )
+
+
+async def _add_event(
+    conn: asyncpg.Connection, placement: Placement, kind: EventKind, now_ms: int, reason: str | None
+) -> None:
+    event = placement_event(placement, kind, now_ms, reason)
+    await conn.execute(
+        "INSERT INTO outbox (placement_id, payload) VALUES ($1::uuid, $2::jsonb)",
+        placement.id,
+        encode(event).decode(),
+    )
+    await conn.execute("NOTIFY fairlane_outbox")
 
 
 class PlacementStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def _fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
+    @asynccontextmanager
+    async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
         try:
             async with self._pool.acquire() as conn:
-                return list(await conn.fetch(query, *args))
+                yield conn
         except _UNAVAILABLE as exc:
             raise DatabaseUnavailableError(f"Postgres does not answer: {exc}") from exc
+
+    async def _fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
+        async with self._conn() as conn:
+            return list(await conn.fetch(query, *args))
 
     async def ping(self) -> None:
         await self._fetch("SELECT 1")
@@ -69,6 +96,22 @@ class PlacementStore:
         )
         return _placement(rows[0]) if rows else None
 
+    async def page(
+        self, namespace: str | None, state: str | None, limit: int, before_ms: int | None
+    ) -> list[Placement]:
+        """Newest first; ``before_ms`` continues after the last page's ``created_at_ms``."""
+        rows = await self._fetch(
+            """SELECT * FROM placements
+               WHERE ($1::text IS NULL OR namespace = $1) AND ($2::text IS NULL OR state = $2)
+                 AND ($3::timestamptz IS NULL OR created_at < $3)
+               ORDER BY created_at DESC, id LIMIT $4""",
+            namespace,
+            state,
+            None if before_ms is None else utc(before_ms),
+            limit,
+        )
+        return [_placement(r) for r in rows]
+
     async def live_gpus(self) -> set[str]:
         rows = await self._fetch("SELECT gpu_uuid FROM allocations WHERE live")
         return {r["gpu_uuid"] for r in rows}
@@ -80,14 +123,16 @@ class PlacementStore:
         return {r["master_port"] for r in rows}
 
     async def insert(self, placement: Placement, request_json: bytes) -> None:
-        """Store the placement and its allocations in one transaction."""
+        """Store the placement, its allocations and its ``created`` event in one transaction."""
         master = placement.nodes[0]
+        lease = placement.lease_expires_at_ms
         try:
-            async with self._pool.acquire() as conn, conn.transaction():
+            async with self._conn() as conn, conn.transaction():
                 await conn.execute(
                     """INSERT INTO placements (id, namespace, job_id, request, request_sha256,
-                           state, master_node, master_port, assignment, created_at)
-                       VALUES ($1::uuid, $2, $3, $4::jsonb, $5, $6, $7, $8, $9::jsonb, $10)""",
+                           state, master_node, master_port, assignment, created_at,
+                           lease_expires_at)
+                       VALUES ($1::uuid, $2, $3, $4::jsonb, $5, $6, $7, $8, $9::jsonb, $10, $11)""",
                     placement.id,
                     placement.namespace,
                     placement.job_id,
@@ -97,7 +142,8 @@ class PlacementStore:
                     master.master_addr,
                     master.master_port,
                     orjson.dumps([n.model_dump(mode="json") for n in placement.nodes]).decode(),
-                    _utc(placement.created_at_ms),
+                    utc(placement.created_at_ms),
+                    None if lease is None else utc(lease),
                 )
                 await conn.executemany(
                     """INSERT INTO allocations (placement_id, node, gpu_uuid, gpu_index, score)
@@ -108,7 +154,57 @@ class PlacementStore:
                         for g in node.gpus
                     ],
                 )
+                await _add_event(conn, placement, "created", placement.created_at_ms, None)
         except asyncpg.UniqueViolationError as exc:
             raise AllocationConflictError(str(exc)) from exc
-        except _UNAVAILABLE as exc:
-            raise DatabaseUnavailableError(f"Postgres does not answer: {exc}") from exc
+
+    async def end(
+        self, placement_id: str, state: EventKind, now_ms: int, reason: str | None = None
+    ) -> Placement | None:
+        """End a live placement (released/expired): free its GPUs, write the event.
+        None when it was not live (already ended, or unknown)."""
+        async with self._conn() as conn, conn.transaction():
+            row = await conn.fetchrow(
+                """UPDATE placements SET state = $2, ended_at = $3
+                   WHERE id = $1::uuid AND state = 'placed' RETURNING *""",
+                placement_id,
+                state,
+                utc(now_ms),
+            )
+            if row is None:
+                return None
+            await conn.execute(
+                "UPDATE allocations SET live = false WHERE placement_id = $1::uuid", placement_id
+            )
+            ended = _placement(row)
+            await _add_event(conn, ended, state, now_ms, reason)
+            return ended
+
+    async def renew(
+        self, placement_id: str, now_ms: int, lease_s: float | None
+    ) -> Placement | None:
+        """Extend a live placement's lease to now + ``lease_s`` (default: the lease it was
+        placed with). None when it is not live or has no lease to renew."""
+        rows = await self._fetch(
+            """WITH lease AS (
+                   SELECT COALESCE($3::float8, (request->>'lease_s')::float8) AS s
+                   FROM placements WHERE id = $1::uuid)
+               UPDATE placements
+               SET lease_expires_at = $2::timestamptz + make_interval(secs => lease.s)
+               FROM lease
+               WHERE id = $1::uuid AND state = 'placed' AND lease.s IS NOT NULL
+               RETURNING placements.*""",
+            placement_id,
+            utc(now_ms),
+            lease_s,
+        )
+        return _placement(rows[0]) if rows else None
+
+    async def due_for_expiry(self, now_ms: int, limit: int = 100) -> list[str]:
+        rows = await self._fetch(
+            """SELECT id FROM placements WHERE state = 'placed' AND lease_expires_at <= $1
+               ORDER BY lease_expires_at LIMIT $2""",
+            utc(now_ms),
+            limit,
+        )
+        return [str(r["id"]) for r in rows]

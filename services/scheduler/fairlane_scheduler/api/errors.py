@@ -12,6 +12,7 @@ from fairlane_scheduler.errors import (
     JobConflictError,
     NoCapacityError,
     NotFoundError,
+    NotLiveError,
     NotReadyError,
     SchedulerError,
 )
@@ -24,6 +25,7 @@ _STATUS: dict[type[SchedulerError], tuple[int, str]] = {
     NotFoundError: (404, "not_found"),
     JobConflictError: (409, "job_conflict"),
     NoCapacityError: (409, "no_capacity"),
+    NotLiveError: (409, "not_live"),
     NotReadyError: (503, "not_ready"),
     DatabaseUnavailableError: (503, "database_unavailable"),
 }

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response, status
+from typing import Annotated, Literal
+from uuid import UUID
+
+from fastapi import APIRouter, Query, Response, status
 from fastapi.responses import JSONResponse
 
 from fairlane_scheduler.api.deps import RuntimeDep
-from fairlane_scheduler.api.schemas import PlacementIn, PlacementOut
+from fairlane_scheduler.api.schemas import PlacementIn, PlacementOut, PlacementPage, RenewIn
 from fairlane_scheduler.errors import NoCapacityError, SchedulerError
 
 __all__ = ["router"]
@@ -35,8 +38,38 @@ async def create_placement(
 
 
 @router.get("/v1/placements/{placement_id}", response_model=PlacementOut)
-async def get_placement(placement_id: str, runtime: RuntimeDep) -> PlacementOut:
-    return PlacementOut.of(await runtime.service.get(placement_id))
+async def get_placement(placement_id: UUID, runtime: RuntimeDep) -> PlacementOut:
+    return PlacementOut.of(await runtime.service.get(str(placement_id)))
+
+
+@router.get("/v1/placements", response_model=PlacementPage)
+async def list_placements(
+    runtime: RuntimeDep,
+    namespace: str | None = None,
+    state: Literal["placed", "released", "expired"] | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    before_ms: Annotated[int | None, Query(ge=0)] = None,
+) -> PlacementPage:
+    """Newest first, ``limit`` per page."""
+    found = await runtime.store.page(namespace, state, limit, before_ms)
+    return PlacementPage(
+        items=[PlacementOut.of(p) for p in found],
+        next_before_ms=found[-1].created_at_ms if len(found) == limit else None,
+    )
+
+
+@router.delete("/v1/placements/{placement_id}", response_model=PlacementOut)
+async def release_placement(placement_id: UUID, runtime: RuntimeDep) -> PlacementOut:
+    """Free the placement's GPUs. Releasing an ended placement returns it unchanged."""
+    return PlacementOut.of(await runtime.service.release(str(placement_id)))
+
+
+@router.post("/v1/placements/{placement_id}/renew", response_model=PlacementOut)
+async def renew_placement(
+    placement_id: UUID, runtime: RuntimeDep, body: RenewIn | None = None
+) -> PlacementOut:
+    lease_s = None if body is None else body.lease_s
+    return PlacementOut.of(await runtime.service.renew(str(placement_id), lease_s))
 
 
 @router.get("/healthz", include_in_schema=False)

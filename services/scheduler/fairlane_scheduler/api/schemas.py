@@ -12,7 +12,7 @@ from fairlane_events.gpu_models import CATALOG, find_model
 from fairlane_events.records import NodeAssignment
 from fairlane_scheduler.core.model import Placement, PlacementRequest
 
-__all__ = ["PlacementIn", "PlacementOut"]
+__all__ = ["PlacementIn", "PlacementOut", "PlacementPage", "RenewIn"]
 
 Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
 
@@ -31,6 +31,9 @@ class PlacementIn(BaseModel):
         None, description=f"allowed GPU models: {', '.join(CATALOG)} (or NVML names)"
     )
     policy: Literal["fastest"] = "fastest"
+    lease_s: Annotated[float, Field(gt=0, le=30 * 24 * 3600)] | None = Field(
+        None, description="expire unless renewed within this many seconds; none: never"
+    )
 
     @field_validator("models")
     @classmethod
@@ -56,15 +59,26 @@ class PlacementIn(BaseModel):
             min_gpu_memory_gib=self.min_gpu_memory_gib,
             models=models,
             fingerprint=hashlib.sha256(self.canonical_json()).hexdigest(),
+            lease_s=self.lease_s,
         )
+
+
+class RenewIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    lease_s: Annotated[float, Field(gt=0, le=30 * 24 * 3600)] | None = Field(
+        None, description="new lease from now; default: the lease it was placed with"
+    )
 
 
 class PlacementOut(BaseModel):
     id: str
     job_id: str
     namespace: str
-    state: str
+    state: Literal["placed", "released", "expired"]
     created_at_ms: int
+    lease_expires_at_ms: int | None
+    ended_at_ms: int | None
     nodes: list[NodeAssignment]
 
     @classmethod
@@ -75,5 +89,12 @@ class PlacementOut(BaseModel):
             namespace=placement.namespace,
             state=placement.state,
             created_at_ms=placement.created_at_ms,
+            lease_expires_at_ms=placement.lease_expires_at_ms,
+            ended_at_ms=placement.ended_at_ms,
             nodes=list(placement.nodes),
         )
+
+
+class PlacementPage(BaseModel):
+    items: list[PlacementOut]
+    next_before_ms: int | None = Field(description="pass as before_ms for the next page")

@@ -1,13 +1,16 @@
-"""Core values of a placement (pure, frozen)."""
+"""Core values of a placement (pure, frozen) and the lifecycle events they produce."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
-from fairlane_events.records import NodeAssignment
+from fairlane_events.records import NodeAssignment, PlacementEvent
 
-__all__ = ["Placement", "PlacementRequest"]
+__all__ = ["EventKind", "Placement", "PlacementRequest", "placement_event"]
+
+EventKind = Literal["created", "pending", "released", "expired", "failed"]
 
 
 @dataclass(frozen=True)
@@ -18,6 +21,7 @@ class PlacementRequest:
     min_gpu_memory_gib: float | None
     models: frozenset[str] | None
     fingerprint: str  # sha256 of the canonical request body (idempotency)
+    lease_s: float | None = None  # None: the placement never expires
 
 
 @dataclass(frozen=True)
@@ -25,8 +29,29 @@ class Placement:
     id: str
     job_id: str
     namespace: str
-    state: str
+    state: str  # placed | released | expired
     created_at_ms: int
     nodes: tuple[NodeAssignment, ...]
     fingerprint: str
+    lease_expires_at_ms: int | None = None
+    ended_at_ms: int | None = None
     gpu_scores: Mapping[str, float] = field(default_factory=dict)  # uuid -> score when placed
+
+    @property
+    def is_live(self) -> bool:
+        return self.state == "placed"
+
+
+def placement_event(
+    placement: Placement, kind: EventKind, ts_ms: int, reason: str | None = None
+) -> PlacementEvent:
+    """The record the outbox relay publishes for one lifecycle change."""
+    return PlacementEvent(
+        placement_id=placement.id,
+        job_id=placement.job_id,
+        namespace=placement.namespace,
+        event=kind,
+        ts_ms=ts_ms,
+        nodes=list(placement.nodes),
+        reason=reason,
+    )

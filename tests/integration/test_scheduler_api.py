@@ -1,0 +1,186 @@
+"""The scheduler's API against real Postgres and Kafka: lifecycle, leases, the outbox.
+
+Scores are produced straight onto the scores topic for B200 GPUs of a node unique to
+the test, and requests ask for B200, so nothing else on the shared topic interferes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from fairlane_events.codec import decode, encode
+from fairlane_events.records import PlacementEvent
+from fairlane_events.topics import GPU_SCORES, PLACEMENTS, STREAM_PARTITIONS
+from fairlane_scheduler.app import create_app
+from fairlane_scheduler.settings import SchedulerSettings
+from tests.factories import GIB, gpu_score
+
+pytestmark = pytest.mark.integration
+
+
+async def publish_scores(bootstrap: str, node: str, scores: list[float]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        now = int(time.time() * 1000)
+        for i, score in enumerate(scores):
+            record = gpu_score(
+                node=node,
+                uuid=f"GPU-{node}-{i}",
+                index=i,
+                model="NVIDIA B200",
+                score=score,
+                speed=6.0,
+                mem_total_bytes=180 * GIB,
+                ts_ms=now,
+            )
+            await producer.send_and_wait(GPU_SCORES, encode(record), key=record.uuid.encode())
+    finally:
+        await producer.stop()
+
+
+@pytest.fixture
+async def api(
+    kafka_bootstrap: str, database_url: str, unique: str
+) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
+    node = f"api-{unique}"
+    await publish_scores(kafka_bootstrap, node, [0.95, 0.9, 0.85, 0.5])
+    settings = SchedulerSettings(
+        kafka_bootstrap_servers=kafka_bootstrap, database_url=database_url, expiry_interval_s=0.2
+    )
+    app = create_app(settings)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client,
+    ):
+        deadline = time.monotonic() + 30
+        while not any(g.node == node for g in app.state.runtime.fleet.gpus.values()):
+            assert time.monotonic() < deadline, "scores never reached the fleet view"
+            await asyncio.sleep(0.2)
+        yield client, node
+
+
+def job(job_id: str, gpus: int = 2, **extra: Any) -> dict[str, Any]:
+    return {"job_id": job_id, "gpus_per_node": gpus, "models": ["B200"], **extra}
+
+
+async def wait_until(check: Callable[[], Any], timeout_s: float = 20) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not await check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.2)
+
+
+async def placement_events(bootstrap: str, placement_id: str, count: int) -> list[PlacementEvent]:
+    """The first ``count`` events of one placement on the placements topic, in order."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+    await consumer.start()
+    found: list[PlacementEvent] = []
+    try:
+        parts = [TopicPartition(PLACEMENTS, p) for p in range(STREAM_PARTITIONS)]
+        consumer.assign(parts)
+        await consumer.seek_to_beginning(*parts)
+        deadline = time.monotonic() + 30
+        while len(found) < count and time.monotonic() < deadline:
+            for records in (await consumer.getmany(timeout_ms=500)).values():
+                found += [
+                    decode(PlacementEvent, r.value)
+                    for r in records
+                    if r.key == placement_id.encode()
+                ]
+    finally:
+        await consumer.stop()
+    return found
+
+
+async def test_release_frees_gpus_and_publishes_events_in_order(
+    api: tuple[httpx.AsyncClient, str], kafka_bootstrap: str
+) -> None:
+    client, _ = api
+    first = await client.post("/v1/placements", json=job("a", gpus=3))
+    assert first.status_code == 201, first.text
+    # Only 3 GPUs of the node qualify (one scores 0.5): a second job cannot fit...
+    blocked = await client.post("/v1/placements", json=job("b", gpus=1))
+    assert blocked.status_code == 409
+    assert blocked.json()["rejections"]["allocated"] == 3
+    released = await client.delete(f"/v1/placements/{first.json()['id']}")
+    assert released.status_code == 200
+    assert released.json()["state"] == "released"
+    assert released.json()["ended_at_ms"] is not None
+    # ...until the first is released. Releasing again changes nothing.
+    assert (await client.post("/v1/placements", json=job("b", gpus=1))).status_code == 201
+    again = await client.delete(f"/v1/placements/{first.json()['id']}")
+    assert again.json() == released.json()
+    events = await placement_events(kafka_bootstrap, first.json()["id"], 2)
+    assert [e.event for e in events] == ["created", "released"]
+    assert [g.uuid for g in events[0].nodes[0].gpus] == [
+        g["uuid"] for g in first.json()["nodes"][0]["gpus"]
+    ]
+
+
+async def test_unrenewed_lease_expires_and_renewal_keeps_it(
+    api: tuple[httpx.AsyncClient, str], kafka_bootstrap: str
+) -> None:
+    client, _ = api
+    short = (await client.post("/v1/placements", json=job("short", gpus=1, lease_s=1))).json()
+    kept = (await client.post("/v1/placements", json=job("kept", gpus=1, lease_s=1))).json()
+    assert short["lease_expires_at_ms"] - short["created_at_ms"] == 1000
+
+    async def short_expired() -> bool:
+        answer = await client.get(f"/v1/placements/{short['id']}")
+        return bool(answer.json()["state"] == "expired")
+
+    for _ in range(4):  # renew "kept" every 0.5 s for 2 s
+        renewed = await client.post(f"/v1/placements/{kept['id']}/renew")
+        assert renewed.status_code == 200
+        await asyncio.sleep(0.5)
+    await wait_until(short_expired)
+    assert (await client.get(f"/v1/placements/{kept['id']}")).json()["state"] == "placed"
+    assert [e.event for e in await placement_events(kafka_bootstrap, short["id"], 2)] == [
+        "created",
+        "expired",
+    ]
+    refused = await client.post(f"/v1/placements/{short['id']}/renew")
+    assert refused.status_code == 409
+    assert refused.json()["error"] == "not_live"
+
+
+async def test_listing_pages_newest_first_and_filters(api: tuple[httpx.AsyncClient, str]) -> None:
+    client, _ = api
+    ids = [
+        (await client.post("/v1/placements", json=job(f"l{i}", gpus=1))).json()["id"]
+        for i in range(3)
+    ]
+    await client.delete(f"/v1/placements/{ids[0]}")
+    page = (await client.get("/v1/placements", params={"limit": 2})).json()
+    assert [p["id"] for p in page["items"]] == [ids[2], ids[1]]
+    rest = (
+        await client.get("/v1/placements", params={"limit": 2, "before_ms": page["next_before_ms"]})
+    ).json()
+    assert [p["id"] for p in rest["items"]] == [ids[0]]
+    assert rest["next_before_ms"] is None
+    live = (await client.get("/v1/placements", params={"state": "placed"})).json()
+    assert {p["id"] for p in live["items"]} == {ids[1], ids[2]}
+
+
+async def test_bad_ids_and_bodies_are_422_and_unknown_ids_404(
+    api: tuple[httpx.AsyncClient, str],
+) -> None:
+    client, _ = api
+    assert (await client.get("/v1/placements/not-a-uuid")).status_code == 422
+    missing = "00000000-0000-0000-0000-000000000000"
+    assert (await client.get(f"/v1/placements/{missing}")).status_code == 404
+    assert (await client.delete(f"/v1/placements/{missing}")).status_code == 404
+    bad = await client.post("/v1/placements", json=job("x", lease_s=-1))
+    assert bad.status_code == 422
+    assert bad.json()["detail"][0]["loc"] == ["body", "lease_s"]
+    unknown = await client.post("/v1/placements", json=job("y", models=["Voodoo5"]))
+    assert unknown.status_code == 422
+    assert unknown.json()["detail"][0]["loc"] == ["body", "models"]
