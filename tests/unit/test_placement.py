@@ -1,100 +1,150 @@
 import pytest
 
 from fairlane_events.records import GpuScore
+from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
 from fairlane_scheduler.core.placement import (
+    NOT_ENOUGH_ON_NODE,
     Choice,
     JobShape,
     NoPlacement,
     PlacementPolicy,
-    choose_node,
-    gpu_rejection,
+    choose,
 )
 from fairlane_scheduler.core.ports import next_free_port
 from tests.factories import GIB, gpu_score
 
 NOW = 1_700_000_000_000
 POLICY = PlacementPolicy(threshold=0.65, stale_after_s=90)
+H100 = "NVIDIA H100 80GB HBM3"
 
 
-def node(name: str, scores: list[float], model: str = "NVIDIA H100 80GB HBM3") -> list[GpuScore]:
+def node(name: str, scores: list[float], model: str = H100, speed: float = 2.6) -> list[GpuScore]:
     return [
-        gpu_score(node=name, uuid=f"{name}-{i}", index=i, model=model, score=s, ts_ms=NOW)
+        gpu_score(
+            node=name, uuid=f"{name}-{i}", index=i, model=model, score=s, speed=speed, ts_ms=NOW
+        )
         for i, s in enumerate(scores)
     ]
+
+
+def fleet_of(*groups: list[GpuScore]) -> FleetView:
+    fleet = FleetView(StabilityPolicy(threshold=0.65, window_s=120))
+    for group in groups:
+        for record in group:
+            fleet.apply(record)
+    return fleet
+
+
+def placed(result: Choice | NoPlacement) -> Choice:
+    assert isinstance(result, Choice), result
+    return result
+
+
+def chosen_uuids(fleet: FleetView, choice: Choice) -> list[list[str]]:
+    return [[fleet.uuids[r] for r in n.rows] for n in choice.nodes]
 
 
 @pytest.mark.parametrize(
     ("overrides", "shape", "allocated", "reason"),
     [
-        ({}, JobShape(1), set(), None),
         ({}, JobShape(1), {"GPU-0000"}, "allocated"),
         ({"stale": True}, JobShape(1), set(), "stale"),
         ({"ts_ms": NOW - 91_000}, JobShape(1), set(), "stale"),
         ({}, JobShape(1, models=frozenset({"A100-80GB"})), set(), "model not allowed"),
-        (
-            {"model": "Mystery GPU"},
-            JobShape(1, models=frozenset({"H100"})),
-            set(),
-            "model not allowed",
-        ),
+        ({"model": "Mystery"}, JobShape(1, models=frozenset({"H100"})), set(), "model not allowed"),
         ({}, JobShape(1, min_gpu_memory_gib=81), set(), "too little memory"),
         ({"mem_total_bytes": None}, JobShape(1, min_gpu_memory_gib=1), set(), "too little memory"),
         ({"score": 0.64}, JobShape(1), set(), "score below threshold"),
-        ({"score": 0.65}, JobShape(1), set(), None),
     ],
 )
-def test_gpu_rejection_reasons(overrides, shape, allocated, reason) -> None:  # type: ignore[no-untyped-def]
-    assert gpu_rejection(gpu_score(**overrides), shape, POLICY, allocated, NOW) == reason
+def test_each_rejection_reason_is_reported(overrides, shape, allocated, reason) -> None:  # type: ignore[no-untyped-def]
+    record = gpu_score(**{"ts_ms": NOW, **overrides})
+    result = choose(fleet_of([record]), shape, POLICY, allocated, NOW)
+    assert isinstance(result, NoPlacement)
+    assert result.reasons == {reason: 1}
+
+
+def test_a_gpu_at_the_threshold_with_enough_memory_qualifies() -> None:
+    fleet = fleet_of([gpu_score(score=0.65, mem_total_bytes=80 * GIB, ts_ms=NOW)])
+    placed(choose(fleet, JobShape(1, min_gpu_memory_gib=80), POLICY, set(), NOW))
 
 
 def test_fastest_node_is_the_one_with_the_best_slowest_gpu() -> None:
-    fleet = node("a", [0.99, 0.99, 0.70, 0.70]) + node("b", [0.90, 0.90, 0.90, 0.20])
-    choice = choose_node(fleet, JobShape(3), POLICY, set(), NOW)
-    assert isinstance(choice, Choice)
-    assert choice.node == "b"
-    assert {g.index for g in choice.gpus} == {0, 1, 2}
+    fleet = fleet_of(node("a", [0.99, 0.99, 0.70, 0.70]), node("b", [0.90, 0.90, 0.90, 0.20]))
+    choice = placed(choose(fleet, JobShape(3), POLICY, set(), NOW))
+    assert chosen_uuids(fleet, choice) == [["b-0", "b-1", "b-2"]]
 
 
 def test_faster_model_wins_at_equal_scores() -> None:
-    fleet = node("v", [0.9] * 4, "Tesla V100-SXM2-32GB") + [
-        gpu_score(node="h", uuid=f"h-{i}", index=i, score=0.9, speed=2.6, ts_ms=NOW)
-        for i in range(4)
-    ]
-    v = [g.model_copy(update={"speed": 0.5, "effective_capacity": 0.45}) for g in fleet[:4]]
-    choice = choose_node(v + fleet[4:], JobShape(2), POLICY, set(), NOW)
-    assert isinstance(choice, Choice)
-    assert choice.node == "h"
+    fleet = fleet_of(node("v", [0.9] * 4, "Tesla V100-SXM2-32GB", speed=0.5), node("h", [0.9] * 4))
+    assert placed(choose(fleet, JobShape(2), POLICY, set(), NOW)).nodes[0].node == "h"
 
 
 def test_best_gpus_within_the_node_are_taken_and_allocated_ones_skipped() -> None:
-    fleet = node("a", [0.70, 0.95, 0.99, 0.80])
-    choice = choose_node(fleet, JobShape(2), POLICY, {"a-2"}, NOW)
-    assert isinstance(choice, Choice)
-    assert [g.uuid for g in choice.gpus] == ["a-1", "a-3"]
+    fleet = fleet_of(node("a", [0.70, 0.95, 0.99, 0.80]))
+    choice = placed(choose(fleet, JobShape(2), POLICY, {"a-2"}, NOW))
+    assert chosen_uuids(fleet, choice) == [["a-1", "a-3"]]
 
 
 def test_no_placement_counts_reasons() -> None:
-    fleet = node("a", [0.9, 0.3]) + node("b", [0.2])
-    result = choose_node(fleet, JobShape(2), POLICY, set(), NOW)
+    fleet = fleet_of(node("a", [0.9, 0.3]), node("b", [0.2]))
+    result = choose(fleet, JobShape(2), POLICY, set(), NOW)
     assert isinstance(result, NoPlacement)
-    assert result.reasons == {
-        "score below threshold": 2,
-        "on a node without enough qualifying GPUs": 1,
-    }
+    assert result.reasons == {"score below threshold": 2, NOT_ENOUGH_ON_NODE: 1}
     assert "2 score below threshold" in result.summary()
 
 
 def test_ties_break_by_node_name() -> None:
-    fleet = node("b", [0.9]) + node("a", [0.9]) + node("ab", [0.9])
-    choice = choose_node(fleet, JobShape(1), POLICY, set(), NOW)
-    assert isinstance(choice, Choice)
-    assert choice.node == "a"
+    fleet = fleet_of(node("b", [0.9]), node("ab", [0.9]), node("a", [0.9]))
+    assert placed(choose(fleet, JobShape(1), POLICY, set(), NOW)).nodes[0].node == "a"
 
 
-def test_memory_filter_uses_gib() -> None:
-    assert (
-        gpu_rejection(gpu_score(mem_total_bytes=80 * GIB), JobShape(1, 80), POLICY, (), NOW) is None
-    )
+def test_gang_takes_the_best_nodes_or_nothing() -> None:
+    fleet = fleet_of(node("a", [0.9, 0.9]), node("b", [0.8, 0.8]), node("c", [0.95, 0.3]))
+    gang = placed(choose(fleet, JobShape(2, nodes=2), POLICY, set(), NOW))
+    assert [n.node for n in gang.nodes] == ["a", "b"]
+    assert gang.min_capacity == pytest.approx(0.8 * 2.6)
+    refused = choose(fleet, JobShape(2, nodes=3), POLICY, set(), NOW)
+    assert isinstance(refused, NoPlacement)
+    assert "need 3 node(s)" in refused.summary()
+
+
+def test_binpack_fills_partly_used_nodes_and_spread_avoids_them() -> None:
+    fleet = fleet_of(node("busy", [0.9] * 4), node("idle", [0.95] * 4))
+    allocated = {"busy-0", "busy-1"}
+    packed = placed(choose(fleet, JobShape(1, policy="binpack"), POLICY, allocated, NOW))
+    assert packed.nodes[0].node == "busy"
+    spread = placed(choose(fleet, JobShape(1, policy="spread"), POLICY, allocated, NOW))
+    assert spread.nodes[0].node == "idle"
+    fastest = placed(choose(fleet, JobShape(1, policy="fastest"), POLICY, allocated, NOW))
+    assert fastest.nodes[0].node == "idle"
+
+
+def test_a_gpu_that_dipped_below_cools_for_the_whole_window() -> None:
+    fleet = fleet_of(node("a", [0.9]))
+    fleet.apply(gpu_score(node="a", uuid="a-0", score=0.5, ts_ms=NOW + 1000))
+    fleet.apply(gpu_score(node="a", uuid="a-0", score=0.9, ts_ms=NOW + 2000))
+    shape = JobShape(1)
+    policy = PlacementPolicy(threshold=0.65, stale_after_s=3600)
+    inside = choose(fleet, shape, policy, set(), NOW + 2000 + 119_999)
+    assert isinstance(inside, NoPlacement)
+    assert inside.reasons == {"cooling": 1}
+    placed(choose(fleet, shape, policy, set(), NOW + 2000 + 120_000))
+
+
+def test_an_older_record_does_not_roll_a_gpu_back() -> None:
+    fleet = fleet_of(node("a", [0.9]))
+    assert not fleet.apply(gpu_score(node="a", uuid="a-0", score=0.1, ts_ms=NOW - 1))
+    assert fleet.records["a-0"].score == 0.9
+
+
+def test_the_fleet_grows_past_its_initial_capacity() -> None:
+    fleet = FleetView(capacity=2)
+    for record in node("a", [0.9] * 5):
+        fleet.apply(record)
+    assert len(fleet) == 5
+    assert fleet.mem_bytes[4] == 80 * GIB
+    assert placed(choose(fleet, JobShape(5), POLICY, set(), NOW)).nodes[0].node == "a"
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from fairlane_scheduler.adapters.store import PlacementStore, connect_pool
 from fairlane_scheduler.api.deps import Runtime, SchedulerMetrics
 from fairlane_scheduler.api.errors import install_error_handlers
 from fairlane_scheduler.api.routes import router
-from fairlane_scheduler.core.fleet import FleetView
+from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.errors import SchedulerError
 from fairlane_scheduler.service import PlacementService, PortRange
@@ -60,7 +60,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 applied = await apply_migrations(conn, load_migrations())
             if applied:
                 log.info("applied migrations: %s", ", ".join(applied))
-            fleet = FleetView()
+            fleet = FleetView(StabilityPolicy(settings.threshold, settings.stabilization_s))
             follower = ScoresFollower(settings.kafka_bootstrap_servers, fleet)
             await follower.start()
             store = PlacementStore(pool)

@@ -16,7 +16,7 @@ from fairlane_scheduler.core.placement import (
     JobShape,
     NoPlacement,
     PlacementPolicy,
-    choose_node,
+    choose,
 )
 from fairlane_scheduler.core.ports import next_free_port
 from fairlane_scheduler.errors import (
@@ -109,41 +109,57 @@ class PlacementService:
         raise NoCapacityError("lost every race for the chosen GPUs; try again", {})
 
     async def _decide(self, request: PlacementRequest) -> Placement:
-        shape = JobShape(request.gpus_per_node, request.min_gpu_memory_gib, request.models)
+        shape = JobShape(
+            gpus_per_node=request.gpus_per_node,
+            nodes=request.nodes,
+            min_gpu_memory_gib=request.min_gpu_memory_gib,
+            models=request.models,
+            policy=request.policy,
+        )
         allocated = await self._store.live_gpus()
         now_ms = self._clock_ms()
-        choice = choose_node(self._fleet.gpus.values(), shape, self._policy, allocated, now_ms)
+        choice = choose(self._fleet, shape, self._policy, allocated, now_ms)
         if isinstance(choice, NoPlacement):
             raise NoCapacityError(choice.summary(), choice.reasons)
+        master = choice.nodes[0].node
         port = next_free_port(
-            await self._store.live_ports(choice.node), self._ports.first, self._ports.last
+            await self._store.live_ports(master), self._ports.first, self._ports.last
         )
         if port is None:
-            raise NoCapacityError(f"no free MASTER_PORT on {choice.node}", {"ports": 1})
-        return _placement(request, choice, port, now_ms)
+            raise NoCapacityError(f"no free MASTER_PORT on {master}", {"ports": 1})
+        return _placement(request, self._fleet, choice, port, now_ms)
 
 
-def _placement(request: PlacementRequest, choice: Choice, port: int, now_ms: int) -> Placement:
-    gpus = sorted(choice.gpus, key=lambda g: g.index)
-    assignment = NodeAssignment(
-        node=choice.node,
-        node_rank=0,
-        gpus=[GpuSlot(uuid=g.uuid, index=g.index) for g in gpus],
-        cuda_visible_devices=",".join(str(g.index) for g in gpus),
-        master_addr=choice.node,
-        master_port=port,
-        world_size=len(gpus),
-    )
+def _placement(
+    request: PlacementRequest, fleet: FleetView, choice: Choice, port: int, now_ms: int
+) -> Placement:
+    master = choice.nodes[0].node
+    world_size = sum(len(n.rows) for n in choice.nodes)
+    assignments = []
+    for rank, node in enumerate(choice.nodes):
+        rows = sorted(node.rows, key=lambda r: int(fleet.index[r]))
+        assignments.append(
+            NodeAssignment(
+                node=node.node,
+                node_rank=rank,
+                gpus=[GpuSlot(uuid=fleet.uuids[r], index=int(fleet.index[r])) for r in rows],
+                cuda_visible_devices=",".join(str(fleet.index[r]) for r in rows),
+                master_addr=master,
+                master_port=port,
+                world_size=world_size,
+            )
+        )
+    lease_ms = None if request.lease_s is None else now_ms + round(request.lease_s * 1000)
     return Placement(
         id=str(uuid.uuid4()),
         job_id=request.job_id,
         namespace=request.namespace,
         state="placed",
         created_at_ms=now_ms,
-        nodes=(assignment,),
+        nodes=tuple(assignments),
         fingerprint=request.fingerprint,
-        lease_expires_at_ms=None
-        if request.lease_s is None
-        else now_ms + round(request.lease_s * 1000),
-        gpu_scores={g.uuid: g.score for g in choice.gpus},
+        lease_expires_at_ms=lease_ms,
+        gpu_scores={
+            fleet.uuids[r]: float(fleet.score[r]) for node in choice.nodes for r in node.rows
+        },
     )

@@ -25,6 +25,9 @@ class SchedulerSettings(ServiceSettings):
     master_port_first: int = Field(29500, ge=1024, le=65535)
     master_port_last: int = Field(29999, ge=1024, le=65535)
     db_pool_max: int = Field(10, ge=1, le=100)
+    stabilization_s: float = Field(
+        120.0, ge=0, description="a GPU that fell below the threshold must stay above it this long"
+    )
     expiry_interval_s: float = Field(1.0, gt=0, description="how often leases are checked")
 
     @model_validator(mode="after")

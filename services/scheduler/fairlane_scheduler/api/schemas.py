@@ -25,12 +25,12 @@ class PlacementIn(BaseModel):
     job_id: Name
     namespace: Name = "default"
     gpus_per_node: Annotated[int, Field(ge=1, le=64)]
-    nodes: Annotated[int, Field(ge=1, le=1, description="multi-node gangs: not yet")] = 1
+    nodes: Annotated[int, Field(ge=1, le=1024, description="more than 1: a gang, all or none")] = 1
     min_gpu_memory_gib: Annotated[float, Field(gt=0, le=4096)] | None = None
     models: Annotated[list[str], Field(min_length=1, max_length=32)] | None = Field(
         None, description=f"allowed GPU models: {', '.join(CATALOG)} (or NVML names)"
     )
-    policy: Literal["fastest"] = "fastest"
+    policy: Literal["fastest", "binpack", "spread"] = "fastest"
     lease_s: Annotated[float, Field(gt=0, le=30 * 24 * 3600)] | None = Field(
         None, description="expire unless renewed within this many seconds; none: never"
     )
@@ -60,6 +60,8 @@ class PlacementIn(BaseModel):
             models=models,
             fingerprint=hashlib.sha256(self.canonical_json()).hexdigest(),
             lease_s=self.lease_s,
+            nodes=self.nodes,
+            policy=self.policy,
         )
 
 

@@ -1,41 +1,133 @@
-"""The scheduler's view of the fleet: the latest score record of every GPU (pure)."""
+"""The scheduler's view of the fleet, in columns (pure).
+
+One row per GPU, numpy arrays per attribute, so a 100,000-GPU fleet is filtered and
+ranked with a handful of vector operations. Rows are appended as new GPUs appear and
+updated in place by newer score records; the latest record per GPU is kept too, for
+the API's breakdown.
+
+Stabilization lives here because it is history: a GPU whose score fell below the
+threshold is *cooling* until it has stayed at or above it for the whole window.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Collection
+from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
+from fairlane_events.gpu_models import find_model
 from fairlane_events.records import GpuScore
 
-__all__ = ["FleetView"]
+__all__ = ["FleetView", "StabilityPolicy"]
+
+_NEVER = np.iinfo(np.int64).min  # "no such time"
 
 
-@dataclass
+@dataclass(frozen=True)
+class StabilityPolicy:
+    threshold: float = 0.65
+    window_s: float = 120.0
+
+
 class FleetView:
-    """Latest score per GPU uuid, as read from the compacted scores topic.
+    def __init__(self, stability: StabilityPolicy | None = None, capacity: int = 1024) -> None:
+        self.stability = stability or StabilityPolicy()
+        self.records: dict[str, GpuScore] = {}
+        self.row: dict[str, int] = {}
+        self.uuids: list[str] = []
+        self.nodes: list[str] = []  # node id -> name
+        self._node_id: dict[str, int] = {}
+        self.models: list[str] = []  # model id -> catalogue key (or the raw name if unknown)
+        self._model_id: dict[str, int] = {}
+        self._n = 0
+        self.score = np.zeros(capacity)
+        self.capacity = np.zeros(capacity)  # effective capacity = score x model speed
+        self.ts_ms = np.zeros(capacity, dtype=np.int64)
+        self.stale = np.zeros(capacity, dtype=bool)
+        self.mem_bytes = np.full(capacity, -1, dtype=np.int64)  # -1: unknown
+        self.node = np.zeros(capacity, dtype=np.int32)
+        self.model = np.zeros(capacity, dtype=np.int32)
+        self.index = np.zeros(capacity, dtype=np.int32)
+        self.dropped_ms = np.full(capacity, _NEVER, dtype=np.int64)  # last record below
+        self.recovered_ms = np.full(capacity, _NEVER, dtype=np.int64)  # first at/above since
 
-    A record older (by ``ts_ms``) than the one held is ignored, so replays and
-    out-of-order partitions cannot roll a GPU back to an old score.
-    """
+    def __len__(self) -> int:
+        return self._n
 
-    gpus: dict[str, GpuScore] = field(default_factory=dict)
+    @property
+    def gpus(self) -> dict[str, GpuScore]:
+        return self.records
 
     def apply(self, score: GpuScore) -> bool:
         """Take ``score`` if it is newer than what is held; say whether it was taken."""
-        held = self.gpus.get(score.uuid)
+        held = self.records.get(score.uuid)
         if held is not None and held.ts_ms > score.ts_ms:
             return False
-        self.gpus[score.uuid] = score
+        self.records[score.uuid] = score
+        r = self.row.get(score.uuid)
+        if r is None:
+            r = self._append(score.uuid)
+        self.score[r] = score.score
+        self.capacity[r] = score.effective_capacity
+        self.ts_ms[r] = score.ts_ms
+        self.stale[r] = score.stale
+        self.mem_bytes[r] = -1 if score.mem_total_bytes is None else score.mem_total_bytes
+        self.node[r] = self._intern(self._node_id, self.nodes, score.node)
+        spec = find_model(score.model)
+        self.model[r] = self._intern(self._model_id, self.models, spec.key if spec else score.model)
+        self.index[r] = score.index
+        if score.score < self.stability.threshold:
+            self.dropped_ms[r] = score.ts_ms
+            self.recovered_ms[r] = _NEVER
+        elif self.dropped_ms[r] != _NEVER and self.recovered_ms[r] == _NEVER:
+            self.recovered_ms[r] = score.ts_ms
         return True
 
-    def apply_all(self, scores: Iterable[GpuScore]) -> None:
-        for score in scores:
-            self.apply(score)
+    def cooling(self, now_ms: int) -> npt.NDArray[np.bool_]:
+        """Rows that fell below the threshold and have not yet stayed above it for the
+        whole stabilization window."""
+        n = self._n
+        window_ms = self.stability.window_s * 1000
+        dropped = self.dropped_ms[:n] != _NEVER
+        recovered = self.recovered_ms[:n]
+        cooling: npt.NDArray[np.bool_] = dropped & (
+            (recovered == _NEVER) | (now_ms - recovered < window_ms)
+        )
+        return cooling
 
-    def __len__(self) -> int:
-        return len(self.gpus)
+    def rows_of(self, uuids: Collection[str]) -> npt.NDArray[np.intp]:
+        return np.fromiter((self.row[u] for u in uuids if u in self.row), dtype=np.intp)
 
     def fresh_count(self, now_ms: int, stale_after_s: float) -> int:
         """GPUs whose latest score is neither flagged stale nor older than stale_after_s."""
-        horizon = now_ms - stale_after_s * 1000
-        return sum(1 for g in self.gpus.values() if not g.stale and g.ts_ms >= horizon)
+        n = self._n
+        fresh = ~self.stale[:n] & (self.ts_ms[:n] >= now_ms - stale_after_s * 1000)
+        return int(np.count_nonzero(fresh))
+
+    def _append(self, uuid: str) -> int:
+        if self._n == len(self.score):
+            self._grow()
+        r = self._n
+        self._n += 1
+        self.row[uuid] = r
+        self.uuids.append(uuid)
+        return r
+
+    def _grow(self) -> None:
+        for name in ("score", "capacity", "ts_ms", "stale", "mem_bytes", "node", "model", "index"):
+            old = getattr(self, name)
+            setattr(self, name, np.concatenate([old, np.zeros_like(old)]))
+        for name in ("dropped_ms", "recovered_ms"):
+            old = getattr(self, name)
+            setattr(self, name, np.concatenate([old, np.full_like(old, _NEVER)]))
+        self.mem_bytes[self._n :] = -1
+
+    @staticmethod
+    def _intern(ids: dict[str, int], names: list[str], name: str) -> int:
+        found = ids.get(name)
+        if found is None:
+            found = ids[name] = len(names)
+            names.append(name)
+        return found

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from fairlane_events.records import NodeAssignment, PlacementEvent
+from fairlane_scheduler.core.placement import Policy
 
 __all__ = ["EventKind", "Placement", "PlacementRequest", "placement_event"]
 
@@ -22,6 +23,8 @@ class PlacementRequest:
     models: frozenset[str] | None
     fingerprint: str  # sha256 of the canonical request body (idempotency)
     lease_s: float | None = None  # None: the placement never expires
+    nodes: int = 1  # more than one: a gang, all nodes or none
+    policy: Policy = "fastest"
 
 
 @dataclass(frozen=True)

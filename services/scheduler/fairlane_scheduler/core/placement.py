@@ -1,32 +1,54 @@
-"""Single-node placement on live scores (pure).
+"""Placement on live scores (pure, vectorised over the fleet's columns).
 
-Filter: a GPU qualifies when it is free, fresh (not stale, sample younger than
-``stale_after_s``), of an allowed model, with enough memory, and scores at or above the
-threshold. Choose: a job runs at the speed of its slowest GPU, so among nodes with enough
-qualifying GPUs the one whose best ``gpus`` GPUs have the highest minimum effective
-capacity wins (ties: more total capacity, then node name); within it the best-scoring
-GPUs are taken.
+Filter: a GPU qualifies when it is free, fresh (not stale, score record younger than
+``stale_after_s``), of an allowed model, with enough memory, scores at or above the
+threshold, and is not cooling. Choose: within a node the best-scoring GPUs are taken; a
+multi-node job is a gang, all nodes or none. Between nodes:
+
+- ``fastest``: a synchronous gang runs at its slowest GPU, so take the nodes whose best
+  GPUs have the highest minimum effective capacity (that maximises the gang's minimum);
+- ``binpack``: fill partly used nodes first (fewest free GPUs), keep whole nodes free;
+- ``spread``: the least used nodes first.
+
+Ties fall to higher capacity, then to the node name, so decisions are deterministic.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from collections.abc import Collection, Iterable, Mapping
+from collections import Counter
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
-from fairlane_events.gpu_models import find_model
-from fairlane_events.records import GpuScore
+import numpy as np
+import numpy.typing as npt
 
-__all__ = ["Choice", "JobShape", "NoPlacement", "PlacementPolicy", "choose_node", "gpu_rejection"]
+from fairlane_scheduler.core.fleet import FleetView
 
+__all__ = [
+    "NOT_ENOUGH_ON_NODE",
+    "Choice",
+    "JobShape",
+    "NoPlacement",
+    "NodeChoice",
+    "PlacementPolicy",
+    "Policy",
+    "choose",
+    "rejection_masks",
+]
+
+Policy = Literal["fastest", "binpack", "spread"]
 _GIB = 1024**3
+NOT_ENOUGH_ON_NODE = "on a node without enough qualifying GPUs"
 
 
 @dataclass(frozen=True)
 class JobShape:
-    gpus: int
+    gpus_per_node: int
+    nodes: int = 1
     min_gpu_memory_gib: float | None = None
     models: frozenset[str] | None = None  # catalogue keys; None = any
+    policy: Policy = "fastest"
 
 
 @dataclass(frozen=True)
@@ -36,13 +58,15 @@ class PlacementPolicy:
 
 
 @dataclass(frozen=True)
-class Choice:
+class NodeChoice:
     node: str
-    gpus: tuple[GpuScore, ...]  # best first
+    rows: tuple[int, ...]  # fleet rows, best score first
 
-    @property
-    def min_effective_capacity(self) -> float:
-        return min(g.effective_capacity for g in self.gpus)
+
+@dataclass(frozen=True)
+class Choice:
+    nodes: tuple[NodeChoice, ...]  # node rank order
+    min_capacity: float  # the gang's slowest GPU
 
 
 @dataclass(frozen=True)
@@ -50,66 +74,86 @@ class NoPlacement:
     """Why nothing fits: how many GPUs were rejected for each reason."""
 
     reasons: Mapping[str, int]
+    message: str = "not enough qualifying GPUs"
 
     def summary(self) -> str:
         parts = ", ".join(f"{n} {why}" for why, n in sorted(self.reasons.items()))
-        return f"no node has enough qualifying GPUs ({parts or 'no GPUs known'})"
+        return f"{self.message} ({parts or 'no GPUs known'})"
 
 
-def gpu_rejection(
-    gpu: GpuScore,
+def rejection_masks(
+    fleet: FleetView,
     shape: JobShape,
     policy: PlacementPolicy,
-    allocated: Collection[str],
+    allocated_rows: npt.NDArray[np.intp],
     now_ms: int,
-) -> str | None:
-    """The reason ``gpu`` cannot take part in ``shape``, or None when it can."""
-    if gpu.uuid in allocated:
-        return "allocated"
-    if gpu.stale or now_ms - gpu.ts_ms > policy.stale_after_s * 1000:
-        return "stale"
+) -> list[tuple[str, npt.NDArray[np.bool_]]]:
+    """One boolean mask per reason, in the order reasons are reported (first wins)."""
+    n = len(fleet)
+    allocated = np.zeros(n, dtype=bool)
+    allocated[allocated_rows] = True
+    masks = [
+        ("allocated", allocated),
+        ("stale", fleet.stale[:n] | (fleet.ts_ms[:n] < now_ms - policy.stale_after_s * 1000)),
+    ]
     if shape.models is not None:
-        spec = find_model(gpu.model)
-        if spec is None or spec.key not in shape.models:
-            return "model not allowed"
-    if shape.min_gpu_memory_gib is not None and (
-        gpu.mem_total_bytes is None or gpu.mem_total_bytes < shape.min_gpu_memory_gib * _GIB
-    ):
-        return "too little memory"
-    if gpu.score < policy.threshold:
-        return "score below threshold"
-    return None
+        allowed = [i for i, key in enumerate(fleet.models) if key in shape.models]
+        masks.append(("model not allowed", ~np.isin(fleet.model[:n], allowed)))
+    if shape.min_gpu_memory_gib is not None:
+        masks.append(("too little memory", fleet.mem_bytes[:n] < shape.min_gpu_memory_gib * _GIB))
+    masks.append(("score below threshold", fleet.score[:n] < policy.threshold))
+    masks.append(("cooling", fleet.cooling(now_ms)))
+    return masks
 
 
-def choose_node(
-    gpus: Iterable[GpuScore],
+def qualifying(
+    masks: list[tuple[str, npt.NDArray[np.bool_]]], n: int
+) -> tuple[npt.NDArray[np.bool_], Counter[str]]:
+    """Rows no mask rejects, and how many rows each reason rejected first."""
+    remaining = np.ones(n, dtype=bool)
+    rejected: Counter[str] = Counter()
+    for reason, mask in masks:
+        hit = remaining & mask
+        if count := int(np.count_nonzero(hit)):
+            rejected[reason] = count
+        remaining &= ~mask
+    return remaining, rejected
+
+
+def choose(
+    fleet: FleetView,
     shape: JobShape,
     policy: PlacementPolicy,
     allocated: Collection[str],
     now_ms: int,
 ) -> Choice | NoPlacement:
-    by_node: dict[str, list[GpuScore]] = defaultdict(list)
-    rejected: Counter[str] = Counter()
-    for gpu in gpus:
-        reason = gpu_rejection(gpu, shape, policy, allocated, now_ms)
-        if reason is None:
-            by_node[gpu.node].append(gpu)
-        else:
-            rejected[reason] += 1
-    candidates = []
-    for node, qualifying in by_node.items():
-        if len(qualifying) < shape.gpus:
-            rejected["on a node without enough qualifying GPUs"] += len(qualifying)
-            continue
-        best = sorted(qualifying, key=lambda g: (-g.score, g.index))[: shape.gpus]
-        candidates.append(Choice(node, tuple(best)))
-    if not candidates:
-        return NoPlacement(dict(rejected))
-    return min(
-        candidates,
-        key=lambda c: (
-            -c.min_effective_capacity,
-            -sum(g.effective_capacity for g in c.gpus),
-            c.node,
-        ),
+    n, per_node = len(fleet), shape.gpus_per_node
+    allocated_rows = fleet.rows_of(allocated)
+    ok, rejected = qualifying(rejection_masks(fleet, shape, policy, allocated_rows, now_ms), n)
+    rows = np.flatnonzero(ok)
+    # Qualifying rows grouped by node, best score first within each node.
+    rows = rows[np.lexsort((fleet.index[rows], -fleet.score[rows], fleet.node[rows]))]
+    node_ids, starts, counts = np.unique(fleet.node[rows], return_index=True, return_counts=True)
+    enough = counts >= per_node
+    if short := int(counts[~enough].sum()):
+        rejected[NOT_ENOUGH_ON_NODE] = short
+    node_ids, starts = node_ids[enough], starts[enough]
+    if len(node_ids) < shape.nodes:
+        wanted = f"{shape.nodes} node(s) with {per_node} qualifying GPUs each"
+        return NoPlacement(dict(rejected), f"need {wanted}, found {len(node_ids)}")
+    top = rows[starts[:, None] + np.arange(per_node)]  # (candidate nodes, gpus_per_node)
+    min_cap = fleet.capacity[top].min(axis=1)
+    total_cap = fleet.capacity[top].sum(axis=1)
+    name_rank = np.argsort(np.argsort(np.array([fleet.nodes[i] for i in node_ids])))
+    if shape.policy == "fastest":
+        primary = -min_cap
+    else:
+        size = np.bincount(fleet.node[:n], minlength=len(fleet.nodes))[node_ids]
+        used = np.bincount(fleet.node[allocated_rows], minlength=len(fleet.nodes))[node_ids]
+        # binpack: fewest free GPUs first; spread: the smallest used share first.
+        primary = (size - used).astype(float) if shape.policy == "binpack" else used / size
+    order = np.lexsort((name_rank, -total_cap, -min_cap, primary))[: shape.nodes]
+    chosen = tuple(
+        NodeChoice(fleet.nodes[node_ids[i]], tuple(int(r) for r in top[i])) for i in order
     )
+    return Choice(chosen, float(min_cap[order].min()))
