@@ -33,7 +33,9 @@ __all__ = [
     "NodeChoice",
     "PlacementPolicy",
     "Policy",
+    "best_per_node",
     "choose",
+    "qualifying",
     "rejection_masks",
 ]
 
@@ -120,6 +122,19 @@ def qualifying(
     return remaining, rejected
 
 
+def best_per_node(
+    fleet: FleetView, ok: npt.NDArray[np.bool_], per_node: int
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], int]:
+    """Nodes with at least ``per_node`` qualifying rows, their best rows (nodes x per_node,
+    best score first), and how many qualifying rows sit on nodes with too few."""
+    rows = np.flatnonzero(ok)
+    rows = rows[np.lexsort((fleet.index[rows], -fleet.score[rows], fleet.node[rows]))]
+    node_ids, starts, counts = np.unique(fleet.node[rows], return_index=True, return_counts=True)
+    enough = counts >= per_node
+    top = rows[starts[enough][:, None] + np.arange(per_node)]
+    return node_ids[enough], top, int(counts[~enough].sum())
+
+
 def choose(
     fleet: FleetView,
     shape: JobShape,
@@ -130,18 +145,12 @@ def choose(
     n, per_node = len(fleet), shape.gpus_per_node
     allocated_rows = fleet.rows_of(allocated)
     ok, rejected = qualifying(rejection_masks(fleet, shape, policy, allocated_rows, now_ms), n)
-    rows = np.flatnonzero(ok)
-    # Qualifying rows grouped by node, best score first within each node.
-    rows = rows[np.lexsort((fleet.index[rows], -fleet.score[rows], fleet.node[rows]))]
-    node_ids, starts, counts = np.unique(fleet.node[rows], return_index=True, return_counts=True)
-    enough = counts >= per_node
-    if short := int(counts[~enough].sum()):
+    node_ids, top, short = best_per_node(fleet, ok, per_node)
+    if short:
         rejected[NOT_ENOUGH_ON_NODE] = short
-    node_ids, starts = node_ids[enough], starts[enough]
     if len(node_ids) < shape.nodes:
         wanted = f"{shape.nodes} node(s) with {per_node} qualifying GPUs each"
         return NoPlacement(dict(rejected), f"need {wanted}, found {len(node_ids)}")
-    top = rows[starts[:, None] + np.arange(per_node)]  # (candidate nodes, gpus_per_node)
     min_cap = fleet.capacity[top].min(axis=1)
     total_cap = fleet.capacity[top].sum(axis=1)
     name_rank = np.argsort(np.argsort(np.array([fleet.nodes[i] for i in node_ids])))
