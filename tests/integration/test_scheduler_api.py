@@ -25,7 +25,9 @@ from tests.factories import GIB, gpu_score
 pytestmark = pytest.mark.integration
 
 
-async def publish_scores(bootstrap: str, node: str, scores: list[float]) -> None:
+async def publish_scores(
+    bootstrap: str, node: str, scores: list[float], model: str = "NVIDIA B200"
+) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await producer.start()
     try:
@@ -35,7 +37,7 @@ async def publish_scores(bootstrap: str, node: str, scores: list[float]) -> None
                 node=node,
                 uuid=f"GPU-{node}-{i}",
                 index=i,
-                model="NVIDIA B200",
+                model=model,
                 score=score,
                 speed=6.0,
                 mem_total_bytes=180 * GIB,
@@ -184,3 +186,59 @@ async def test_bad_ids_and_bodies_are_422_and_unknown_ids_404(
     unknown = await client.post("/v1/placements", json=job("y", models=["Voodoo5"]))
     assert unknown.status_code == 422
     assert unknown.json()["detail"][0]["loc"] == ["body", "models"]
+
+
+async def test_extender_speaks_the_kube_scheduler_json(api: tuple[httpx.AsyncClient, str]) -> None:
+    client, node = api
+    pod = {
+        "metadata": {"name": "train-0", "annotations": {"fairlane.dev/gpu-models": "B200"}},
+        "spec": {"containers": [{"name": "m", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
+    }
+    args = {"Pod": pod, "Nodes": None, "NodeNames": [node, "not-a-gpu-node"]}
+    filtered = (await client.post("/v1/extender/filter", json=args)).json()
+    assert filtered["NodeNames"] == [node]
+    assert filtered["FailedNodes"] == {}
+    assert list(filtered["FailedAndUnresolvableNodes"]) == ["not-a-gpu-node"]
+    assert filtered["Error"] == ""
+    ranked = (await client.post("/v1/extender/prioritize", json=args)).json()
+    assert ranked == [{"Host": node, "Score": 10}, {"Host": "not-a-gpu-node", "Score": 0}]
+    # Without nodeCacheCapable the node objects come and go back whole.
+    full = {"Pod": pod, "Nodes": {"kind": "NodeList", "items": [{"metadata": {"name": node}}]}}
+    kept = (await client.post("/v1/extender/filter", json=full)).json()
+    assert kept["Nodes"]["items"] == [{"metadata": {"name": node}}]
+    assert kept["NodeNames"] is None
+    greedy = {**args, "Pod": {**pod, "spec": {"containers": []}}}
+    assert (
+        "requests no nvidia.com/gpu"
+        in (await client.post("/v1/extender/filter", json=greedy)).json()["Error"]
+    )
+
+
+async def test_a_gang_spans_nodes_with_ranks_and_one_master(
+    api: tuple[httpx.AsyncClient, str], kafka_bootstrap: str, unique: str
+) -> None:
+    client, _ = api
+    fast, slow = f"gang-fast-{unique}", f"gang-slow-{unique}"  # L40S: no other test uses it
+    await publish_scores(kafka_bootstrap, fast, [0.97, 0.96], model="NVIDIA L40S")
+    await publish_scores(kafka_bootstrap, slow, [0.8, 0.9, 0.2], model="NVIDIA L40S")
+    pod = {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
+
+    async def both_known() -> bool:
+        answer = await client.post(
+            "/v1/extender/filter", json={"Pod": pod, "NodeNames": [fast, slow]}
+        )
+        return len(answer.json()["NodeNames"]) == 2
+
+    await wait_until(both_known)
+    request = {"job_id": "gang", "gpus_per_node": 2, "nodes": 2, "models": ["L40S"]}
+    gang = await client.post("/v1/placements", json=request)
+    assert gang.status_code == 201, gang.text
+    nodes = gang.json()["nodes"]
+    assert [n["node"] for n in nodes] == [fast, slow]  # the faster node leads
+    assert [n["node_rank"] for n in nodes] == [0, 1]
+    assert [g["index"] for g in nodes[1]["gpus"]] == [0, 1]  # not the 0.2 GPU
+    assert {n["master_addr"] for n in nodes} == {fast}
+    assert {n["world_size"] for n in nodes} == {4}
+    assert len({n["master_port"] for n in nodes}) == 1
+    too_big = await client.post("/v1/placements", json={**request, "job_id": "g2", "nodes": 3})
+    assert too_big.status_code == 409

@@ -13,10 +13,12 @@ from fastapi import FastAPI
 from prometheus_client import make_asgi_app
 
 from fairlane_runtime.kafka import ensure_topics
+from fairlane_scheduler.adapters.live_gpus import LiveGpusCache
 from fairlane_scheduler.adapters.migrations import apply_migrations, load_migrations
 from fairlane_scheduler.adapters.outbox import OutboxRelay
 from fairlane_scheduler.adapters.scores import ScoresFollower
 from fairlane_scheduler.adapters.store import PlacementStore, connect_pool
+from fairlane_scheduler.api import extender
 from fairlane_scheduler.api.deps import Runtime, SchedulerMetrics
 from fairlane_scheduler.api.errors import install_error_handlers
 from fairlane_scheduler.api.routes import router
@@ -68,15 +70,20 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
             def fresh_gpus() -> int:
                 return fleet.fresh_count(_now_ms(), settings.stale_after_s)
 
+            policy = PlacementPolicy(settings.threshold, settings.stale_after_s)
             service = PlacementService(
                 store=store,
                 fleet=fleet,
-                policy=PlacementPolicy(settings.threshold, settings.stale_after_s),
+                policy=policy,
                 ports=PortRange(settings.master_port_first, settings.master_port_last),
                 clock_ms=_now_ms,
                 is_fleet_ready=lambda: follower.caught_up and fresh_gpus() > 0,
             )
-            app.state.runtime = Runtime(service, store, fleet, follower, metrics, fresh_gpus)
+            live_gpus = LiveGpusCache(store)
+            await live_gpus.start()
+            app.state.runtime = Runtime(
+                service, store, fleet, follower, metrics, fresh_gpus, policy, live_gpus
+            )
             relay = OutboxRelay(
                 settings.database_url.get_secret_value(), settings.kafka_bootstrap_servers
             )
@@ -91,6 +98,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 with contextlib.suppress(asyncio.CancelledError):
                     await expiry
                 await relay.stop()
+                await live_gpus.stop()
                 await follower.stop()
         finally:
             await pool.close()
@@ -103,5 +111,6 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
     )
     install_error_handlers(app)
     app.include_router(router)
+    app.include_router(extender.router)
     app.mount("/metrics", make_asgi_app(metrics.registry))
     return app

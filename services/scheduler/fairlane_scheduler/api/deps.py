@@ -9,9 +9,11 @@ from typing import Annotated
 from fastapi import Depends, Request
 from prometheus_client import CollectorRegistry, Counter
 
+from fairlane_scheduler.adapters.live_gpus import LiveGpusCache
 from fairlane_scheduler.adapters.scores import ScoresFollower
 from fairlane_scheduler.adapters.store import PlacementStore
 from fairlane_scheduler.core.fleet import FleetView
+from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.service import PlacementService
 
 __all__ = ["Runtime", "RuntimeDep", "SchedulerMetrics"]
@@ -45,6 +47,8 @@ class Runtime:
     follower: ScoresFollower
     metrics: SchedulerMetrics
     fresh_gpus: Callable[[], int]  # fresh GPUs in the fleet view now
+    policy: PlacementPolicy
+    live_gpus: LiveGpusCache
 
 
 def _runtime(request: Request) -> Runtime:

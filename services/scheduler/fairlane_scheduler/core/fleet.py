@@ -97,6 +97,9 @@ class FleetView:
         )
         return cooling
 
+    def node_id(self, name: str) -> int | None:
+        return self._node_id.get(name)
+
     def rows_of(self, uuids: Collection[str]) -> npt.NDArray[np.intp]:
         return np.fromiter((self.row[u] for u in uuids if u in self.row), dtype=np.intp)
 

@@ -1,0 +1,61 @@
+"""What a Kubernetes pod asks of its GPUs, read from the pod JSON (pure).
+
+GPUs: the ``nvidia.com/gpu`` limits of the containers (an init container runs alone, so
+the pod needs the larger of its containers' sum and any one init container). Models and
+memory: the ``fairlane.dev/gpu-models`` ("H100,A100-80GB") and
+``fairlane.dev/min-gpu-memory-gib`` annotations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fairlane_events.gpu_models import find_model
+from fairlane_scheduler.core.placement import JobShape
+
+__all__ = ["GPU_RESOURCE", "MEMORY_ANNOTATION", "MODELS_ANNOTATION", "PodError", "pod_shape"]
+
+GPU_RESOURCE = "nvidia.com/gpu"
+MODELS_ANNOTATION = "fairlane.dev/gpu-models"
+MEMORY_ANNOTATION = "fairlane.dev/min-gpu-memory-gib"
+
+
+class PodError(ValueError):
+    """The pod JSON does not say what we need, or says it wrongly."""
+
+
+def _gpus(container: Mapping[str, Any]) -> int:
+    limits = (container.get("resources") or {}).get("limits") or {}
+    value = limits.get(GPU_RESOURCE, 0)
+    try:
+        count = int(str(value))
+    except ValueError as exc:
+        raise PodError(f"{GPU_RESOURCE} limit {value!r} is not a whole number") from exc
+    if count < 0:
+        raise PodError(f"{GPU_RESOURCE} limit {count} is negative")
+    return count
+
+
+def pod_shape(pod: Mapping[str, Any]) -> JobShape:
+    spec = pod.get("spec") or {}
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    main = sum(_gpus(c) for c in spec.get("containers") or [])
+    init = max((_gpus(c) for c in spec.get("initContainers") or []), default=0)
+    gpus = max(main, init)
+    if gpus == 0:
+        raise PodError(f"the pod requests no {GPU_RESOURCE}")
+    models = None
+    if raw := annotations.get(MODELS_ANNOTATION):
+        names = [m.strip() for m in str(raw).split(",") if m.strip()]
+        specs = [(m, find_model(m)) for m in names]
+        if unknown := [m for m, s in specs if s is None]:
+            raise PodError(f"{MODELS_ANNOTATION}: unknown GPU models {unknown}")
+        models = frozenset(s.key for _, s in specs if s is not None)
+    memory = None
+    if (raw_memory := annotations.get(MEMORY_ANNOTATION)) is not None:
+        try:
+            memory = float(raw_memory)
+        except ValueError as exc:
+            raise PodError(f"{MEMORY_ANNOTATION}: {raw_memory!r} is not a number") from exc
+    return JobShape(gpus_per_node=gpus, models=models, min_gpu_memory_gib=memory)
