@@ -242,3 +242,23 @@ async def test_a_gang_spans_nodes_with_ranks_and_one_master(
     assert len({n["master_port"] for n in nodes}) == 1
     too_big = await client.post("/v1/placements", json={**request, "job_id": "g2", "nodes": 3})
     assert too_big.status_code == 409
+
+
+async def test_nodes_show_each_gpu_state_and_score_breakdown(
+    api: tuple[httpx.AsyncClient, str],
+) -> None:
+    client, node = api
+    placed = (await client.post("/v1/placements", json=job("n1", gpus=1))).json()
+    taken = placed["nodes"][0]["gpus"][0]["uuid"]
+
+    async def allocation_seen() -> bool:
+        detail = (await client.get(f"/v1/nodes/{node}")).json()
+        return any(g["uuid"] == taken and g["state"] == "allocated" for g in detail["gpus"])
+
+    await wait_until(allocation_seen)
+    detail = (await client.get(f"/v1/nodes/{node}")).json()
+    states = {g["index"]: g["state"] for g in detail["gpus"]}
+    assert states == {0: "allocated", 1: "free", 2: "free", 3: "score below threshold"}
+    summary = next(n for n in (await client.get("/v1/nodes")).json() if n["node"] == node)
+    assert (summary["gpus"], summary["free"]) == (4, 2)
+    assert (await client.get("/v1/nodes/nowhere")).status_code == 404

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Literal
 from uuid import UUID
 
@@ -9,8 +10,17 @@ from fastapi import APIRouter, Query, Response, status
 from fastapi.responses import JSONResponse
 
 from fairlane_scheduler.api.deps import RuntimeDep
-from fairlane_scheduler.api.schemas import PlacementIn, PlacementOut, PlacementPage, RenewIn
-from fairlane_scheduler.errors import NoCapacityError, SchedulerError
+from fairlane_scheduler.api.schemas import (
+    GpuOut,
+    NodeDetailOut,
+    NodeOut,
+    PlacementIn,
+    PlacementOut,
+    PlacementPage,
+    RenewIn,
+)
+from fairlane_scheduler.core.nodes import gpu_states, node_summaries
+from fairlane_scheduler.errors import NoCapacityError, NotFoundError, SchedulerError
 
 __all__ = ["router"]
 
@@ -70,6 +80,26 @@ async def renew_placement(
 ) -> PlacementOut:
     lease_s = None if body is None else body.lease_s
     return PlacementOut.of(await runtime.service.renew(str(placement_id), lease_s))
+
+
+@router.get("/v1/nodes", response_model=list[NodeOut])
+async def list_nodes(runtime: RuntimeDep) -> list[NodeOut]:
+    """Every node the scores mention, with how many GPUs are free and why the others are not."""
+    summaries = node_summaries(runtime.fleet, runtime.live_gpus.current, runtime.policy, _now_ms())
+    return [NodeOut(**vars(s)) for s in summaries]
+
+
+@router.get("/v1/nodes/{name}", response_model=NodeDetailOut)
+async def get_node(name: str, runtime: RuntimeDep) -> NodeDetailOut:
+    """One node's GPUs: score, its components, and the state the placement filter sees."""
+    gpus = gpu_states(runtime.fleet, name, runtime.live_gpus.current, runtime.policy, _now_ms())
+    if gpus is None:
+        raise NotFoundError(f"no scores for node {name!r}")
+    return NodeDetailOut(node=name, gpus=[GpuOut(**vars(g)) for g in gpus])
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 @router.get("/healthz", include_in_schema=False)

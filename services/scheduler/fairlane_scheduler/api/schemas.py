@@ -100,3 +100,28 @@ class PlacementOut(BaseModel):
 class PlacementPage(BaseModel):
     items: list[PlacementOut]
     next_before_ms: int | None = Field(description="pass as before_ms for the next page")
+
+
+class GpuOut(BaseModel):
+    uuid: str
+    index: int
+    model: str
+    score: float
+    effective_capacity: float
+    components: dict[str, float | None]
+    ts_ms: int
+    state: str = Field(description="free, or why the filter rejects it (cooling, stale...)")
+    readmit_at_ms: int | None = Field(description="when a cooling GPU returns if it holds up")
+
+
+class NodeOut(BaseModel):
+    node: str
+    gpus: int
+    free: int
+    mean_score: float
+    states: dict[str, int]
+
+
+class NodeDetailOut(BaseModel):
+    node: str
+    gpus: list[GpuOut]

@@ -20,9 +20,9 @@ import numpy.typing as npt
 from fairlane_events.gpu_models import find_model
 from fairlane_events.records import GpuScore
 
-__all__ = ["FleetView", "StabilityPolicy"]
+__all__ = ["NEVER", "FleetView", "StabilityPolicy"]
 
-_NEVER = np.iinfo(np.int64).min  # "no such time"
+NEVER = np.iinfo(np.int64).min  # "no such time"
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,8 @@ class FleetView:
         self.node = np.zeros(capacity, dtype=np.int32)
         self.model = np.zeros(capacity, dtype=np.int32)
         self.index = np.zeros(capacity, dtype=np.int32)
-        self.dropped_ms = np.full(capacity, _NEVER, dtype=np.int64)  # last record below
-        self.recovered_ms = np.full(capacity, _NEVER, dtype=np.int64)  # first at/above since
+        self.dropped_ms = np.full(capacity, NEVER, dtype=np.int64)  # last record below
+        self.recovered_ms = np.full(capacity, NEVER, dtype=np.int64)  # first at/above since
 
     def __len__(self) -> int:
         return self._n
@@ -80,8 +80,8 @@ class FleetView:
         self.index[r] = score.index
         if score.score < self.stability.threshold:
             self.dropped_ms[r] = score.ts_ms
-            self.recovered_ms[r] = _NEVER
-        elif self.dropped_ms[r] != _NEVER and self.recovered_ms[r] == _NEVER:
+            self.recovered_ms[r] = NEVER
+        elif self.dropped_ms[r] != NEVER and self.recovered_ms[r] == NEVER:
             self.recovered_ms[r] = score.ts_ms
         return True
 
@@ -90,10 +90,10 @@ class FleetView:
         whole stabilization window."""
         n = self._n
         window_ms = self.stability.window_s * 1000
-        dropped = self.dropped_ms[:n] != _NEVER
+        dropped = self.dropped_ms[:n] != NEVER
         recovered = self.recovered_ms[:n]
         cooling: npt.NDArray[np.bool_] = dropped & (
-            (recovered == _NEVER) | (now_ms - recovered < window_ms)
+            (recovered == NEVER) | (now_ms - recovered < window_ms)
         )
         return cooling
 
@@ -124,7 +124,7 @@ class FleetView:
             setattr(self, name, np.concatenate([old, np.zeros_like(old)]))
         for name in ("dropped_ms", "recovered_ms"):
             old = getattr(self, name)
-            setattr(self, name, np.concatenate([old, np.full_like(old, _NEVER)]))
+            setattr(self, name, np.concatenate([old, np.full_like(old, NEVER)]))
         self.mem_bytes[self._n :] = -1
 
     @staticmethod
