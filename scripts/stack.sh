@@ -24,6 +24,8 @@ export KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$KAFKA_PORT
 export FAIRLANE_INTERVAL_S=${FAIRLANE_INTERVAL_S:-5}
 export FAIRLANE_HEARTBEAT_S=${FAIRLANE_HEARTBEAT_S:-15}
 export FAIRLANE_STALE_AFTER_S=${FAIRLANE_STALE_AFTER_S:-45}
+# The demo's admin token: random per state dir unless given, kept so restarts reuse it.
+TOKEN_FILE=$STATE_DIR/run/admin-token
 API_PORT=${FAIRLANE_PORT:-8080}
 API=http://127.0.0.1:$API_PORT
 
@@ -67,6 +69,11 @@ wait_ready() {
 up() {
   [[ -x $BIN/python ]] || die "no Python environment: run \`make setup\` first"
   mkdir -p "$RUN_DIR" "$LOG_DIR"
+  if [[ -z ${FAIRLANE_ADMIN_TOKEN:-} ]]; then
+    [[ -s $TOKEN_FILE ]] || (umask 077 && "$BIN/python" -c 'import secrets; print(secrets.token_urlsafe(24))' >"$TOKEN_FILE")
+    FAIRLANE_ADMIN_TOKEN=$(cat "$TOKEN_FILE")
+  fi
+  export FAIRLANE_ADMIN_TOKEN
   "$ROOT/scripts/kafka.sh" up
   DATABASE_URL=$("$ROOT/scripts/postgres.sh" up | sed -n 's/^DATABASE_URL=//p')
   export DATABASE_URL
@@ -84,9 +91,9 @@ Fairlane is running ($(curl -s "$API/readyz")).
   Kafka         $KAFKA_BOOTSTRAP_SERVERS      Postgres $DATABASE_URL
   logs          $LOG_DIR/{scorer,scheduler,agent}.log
 
-Place a job:
-  curl -s -X POST $API/v1/placements -H 'content-type: application/json' \\
-       -d '{"job_id": "demo-$(date +%s)", "gpus_per_node": 4}'
+Place a job (admin token in $TOKEN_FILE):
+  curl -s -X POST $API/v1/placements -H "Authorization: Bearer \$(cat $TOKEN_FILE)" \\
+       -H 'content-type: application/json' -d '{"job_id": "demo-$(date +%s)", "gpus_per_node": 4}'
 
 INFO
   if [[ ${DETACH:-0} == 1 ]]; then say "detached; stop with \`make stop\`"; return; fi

@@ -73,7 +73,10 @@ async def scheduler(
     stack: Stack, database_url: str
 ) -> AsyncIterator[tuple[httpx.AsyncClient, FastAPI]]:
     settings = SchedulerSettings(
-        kafka_bootstrap_servers=stack.bootstrap, database_url=database_url, stale_after_s=30
+        kafka_bootstrap_servers=stack.bootstrap,
+        database_url=database_url,
+        stale_after_s=30,
+        auth_disabled=True,
     )
     app = create_app(settings)
     async with (
@@ -222,6 +225,7 @@ def test_missing_postgres_is_one_clear_line(kafka_bootstrap: str) -> None:
         {
             "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
             "DATABASE_URL": "postgresql://postgres@127.0.0.1:1/none",
+            "FAIRLANE_AUTH_DISABLED": "true",
         },
     )
     assert done.returncode == 2

@@ -19,6 +19,7 @@ from fairlane_scheduler.adapters.outbox import OutboxRelay
 from fairlane_scheduler.adapters.scores import ScoresFollower
 from fairlane_scheduler.adapters.store import PlacementStore, connect_pool
 from fairlane_scheduler.api import extender
+from fairlane_scheduler.api.auth import TokenTable
 from fairlane_scheduler.api.deps import Runtime, SchedulerMetrics
 from fairlane_scheduler.api.errors import install_error_handlers
 from fairlane_scheduler.api.routes import router
@@ -109,6 +110,9 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
         description="Places GPU jobs on the GPUs that will run them fastest, from live scores.",
         lifespan=lifespan,
     )
+    app.state.tokens = TokenTable(settings)
+    if settings.auth_disabled:
+        log.warning("AUTHENTICATION IS DISABLED: every caller acts as the admin")
     install_error_handlers(app)
     app.include_router(router)
     app.include_router(extender.router)

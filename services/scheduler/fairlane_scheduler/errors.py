@@ -16,17 +16,28 @@ from collections.abc import Mapping
 __all__ = [
     "AllocationConflictError",
     "DatabaseUnavailableError",
+    "ForbiddenError",
     "JobConflictError",
     "NoCapacityError",
     "NotFoundError",
     "NotLiveError",
     "NotReadyError",
+    "QuotaExceededError",
     "SchedulerError",
+    "UnauthorizedError",
 ]
 
 
 class SchedulerError(Exception):
     retryable: bool = False
+
+
+class UnauthorizedError(SchedulerError):
+    pass
+
+
+class ForbiddenError(SchedulerError):
+    pass
 
 
 class NotFoundError(SchedulerError):
@@ -45,6 +56,13 @@ class NoCapacityError(SchedulerError):
 
 class NotLiveError(SchedulerError):
     pass
+
+
+class QuotaExceededError(SchedulerError):
+    def __init__(self, message: str, *, ever: bool) -> None:
+        super().__init__(message)
+        self.ever = ever  # could it fit once the namespace releases GPUs?
+        self.retryable = ever
 
 
 class NotReadyError(SchedulerError):

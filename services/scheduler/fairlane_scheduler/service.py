@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fairlane_events.records import GpuSlot, NodeAssignment
 from fairlane_scheduler.adapters.store import PlacementStore
@@ -19,6 +19,7 @@ from fairlane_scheduler.core.placement import (
     choose,
 )
 from fairlane_scheduler.core.ports import next_free_port
+from fairlane_scheduler.core.quota import QuotaVerdict, models_within_quota
 from fairlane_scheduler.errors import (
     AllocationConflictError,
     JobConflictError,
@@ -26,6 +27,7 @@ from fairlane_scheduler.errors import (
     NotFoundError,
     NotLiveError,
     NotReadyError,
+    QuotaExceededError,
 )
 
 __all__ = ["PlacementService", "PortRange"]
@@ -57,18 +59,24 @@ class PlacementService:
         self._clock_ms = clock_ms
         self._is_fleet_ready = is_fleet_ready
 
-    async def get(self, placement_id: str) -> Placement:
+    async def get(self, placement_id: str, namespace: str | None = None) -> Placement:
+        """The placement, if it exists and (when ``namespace`` is given) belongs to it:
+        another namespace's placement is reported as not found, not as forbidden."""
         placement = await self._store.get(placement_id)
-        if placement is None:
+        if placement is None or namespace not in (None, placement.namespace):
             raise NotFoundError(f"no placement {placement_id}")
         return placement
 
-    async def release(self, placement_id: str) -> Placement:
+    async def release(self, placement_id: str, namespace: str | None = None) -> Placement:
         """End a placement and free its GPUs. Idempotent: an ended one is returned as is."""
+        await self.get(placement_id, namespace)
         ended = await self._store.end(placement_id, "released", self._clock_ms())
         return ended if ended is not None else await self.get(placement_id)
 
-    async def renew(self, placement_id: str, lease_s: float | None) -> Placement:
+    async def renew(
+        self, placement_id: str, lease_s: float | None, namespace: str | None = None
+    ) -> Placement:
+        await self.get(placement_id, namespace)
         renewed = await self._store.renew(placement_id, self._clock_ms(), lease_s)
         if renewed is None:
             placement = await self.get(placement_id)
@@ -116,6 +124,13 @@ class PlacementService:
             models=request.models,
             policy=request.policy,
         )
+        quota, used = await self._store.quota_and_usage(request.namespace)
+        if quota is not None:
+            wanted = request.gpus_per_node * request.nodes
+            models = models_within_quota(quota, used, shape.models, self._fleet.models, wanted)
+            if isinstance(models, QuotaVerdict):
+                raise QuotaExceededError(models.reason, ever=models.ever)
+            shape = replace(shape, models=models)
         allocated = await self._store.live_gpus()
         now_ms = self._clock_ms()
         choice = choose(self._fleet, shape, self._policy, allocated, now_ms)
@@ -161,5 +176,8 @@ def _placement(
         lease_expires_at_ms=lease_ms,
         gpu_scores={
             fleet.uuids[r]: float(fleet.score[r]) for node in choice.nodes for r in node.rows
+        },
+        gpu_models={
+            fleet.uuids[r]: fleet.models[fleet.model[r]] for node in choice.nodes for r in node.rows
         },
     )

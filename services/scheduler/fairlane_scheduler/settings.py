@@ -30,8 +30,23 @@ class SchedulerSettings(ServiceSettings):
     )
     expiry_interval_s: float = Field(1.0, gt=0, description="how often leases are checked")
 
+    auth_disabled: bool = Field(False, description="serve without tokens (logged loudly)")
+    admin_token: SecretStr | None = Field(None, description="bearer token for every namespace")
+    namespace_tokens: dict[str, SecretStr] = Field(
+        default_factory=dict, description='{"namespace": "token"}: bearer tokens per namespace'
+    )
+
     @model_validator(mode="after")
     def _port_range(self) -> SchedulerSettings:
         if self.master_port_first > self.master_port_last:
             raise ValueError("master_port_first must not exceed master_port_last")
+        return self
+
+    @model_validator(mode="after")
+    def _auth_configured(self) -> SchedulerSettings:
+        if not self.auth_disabled and self.admin_token is None and not self.namespace_tokens:
+            raise ValueError(
+                "no tokens: set FAIRLANE_ADMIN_TOKEN and/or FAIRLANE_NAMESPACE_TOKENS, "
+                "or FAIRLANE_AUTH_DISABLED=true to serve without authentication"
+            )
         return self

@@ -15,7 +15,12 @@ import orjson
 from fairlane_events.codec import encode
 from fairlane_events.records import NodeAssignment
 from fairlane_scheduler.core.model import EventKind, Placement, placement_event
-from fairlane_scheduler.errors import AllocationConflictError, DatabaseUnavailableError
+from fairlane_scheduler.core.quota import Quota, check_quota
+from fairlane_scheduler.errors import (
+    AllocationConflictError,
+    DatabaseUnavailableError,
+    QuotaExceededError,
+)
 
 __all__ = ["PlacementStore", "connect_pool", "utc"]
 
@@ -67,6 +72,34 @@ async def _add_event(
     await conn.execute("NOTIFY fairlane_outbox")
 
 
+def _quota(row: asyncpg.Record) -> Quota:
+    return Quota(row["max_gpus"], orjson.loads(row["max_gpus_per_model"]))
+
+
+async def _usage(conn: asyncpg.Connection, namespace: str) -> dict[str, int]:
+    rows = await conn.fetch(
+        "SELECT model, count(*) AS n FROM allocations WHERE live AND namespace = $1 GROUP BY model",
+        namespace,
+    )
+    return {r["model"]: r["n"] for r in rows}
+
+
+async def _enforce_quota(conn: asyncpg.Connection, placement: Placement) -> None:
+    """Inside the placing transaction: the quota row's lock serialises a namespace's
+    placements, so concurrent replicas cannot together exceed it."""
+    row = await conn.fetchrow(
+        "SELECT * FROM quotas WHERE namespace = $1 FOR UPDATE", placement.namespace
+    )
+    if row is None:
+        return
+    wanted: dict[str, int] = {}
+    for model in placement.gpu_models.values():
+        wanted[model] = wanted.get(model, 0) + 1
+    verdict = check_quota(_quota(row), await _usage(conn, placement.namespace), wanted)
+    if verdict is not None:
+        raise QuotaExceededError(verdict.reason, ever=verdict.ever)
+
+
 class PlacementStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -112,6 +145,23 @@ class PlacementStore:
         )
         return [_placement(r) for r in rows]
 
+    async def quota_and_usage(self, namespace: str) -> tuple[Quota | None, dict[str, int]]:
+        async with self._conn() as conn:
+            row = await conn.fetchrow("SELECT * FROM quotas WHERE namespace = $1", namespace)
+            return (None if row is None else _quota(row)), await _usage(conn, namespace)
+
+    async def set_quota(self, namespace: str, quota: Quota) -> None:
+        await self._fetch(
+            """INSERT INTO quotas (namespace, max_gpus, max_gpus_per_model)
+               VALUES ($1, $2, $3::jsonb)
+               ON CONFLICT (namespace) DO UPDATE
+               SET max_gpus = EXCLUDED.max_gpus,
+                   max_gpus_per_model = EXCLUDED.max_gpus_per_model""",
+            namespace,
+            quota.max_gpus,
+            orjson.dumps(dict(quota.max_gpus_per_model)).decode(),
+        )
+
     async def live_gpus(self) -> set[str]:
         rows = await self._fetch("SELECT gpu_uuid FROM allocations WHERE live")
         return {r["gpu_uuid"] for r in rows}
@@ -145,11 +195,21 @@ class PlacementStore:
                     utc(placement.created_at_ms),
                     None if lease is None else utc(lease),
                 )
+                await _enforce_quota(conn, placement)
                 await conn.executemany(
-                    """INSERT INTO allocations (placement_id, node, gpu_uuid, gpu_index, score)
-                       VALUES ($1::uuid, $2, $3, $4, $5)""",
+                    """INSERT INTO allocations
+                           (placement_id, node, gpu_uuid, gpu_index, score, namespace, model)
+                       VALUES ($1::uuid, $2, $3, $4, $5, $6, $7)""",
                     [
-                        (placement.id, node.node, g.uuid, g.index, placement.gpu_scores[g.uuid])
+                        (
+                            placement.id,
+                            node.node,
+                            g.uuid,
+                            g.index,
+                            placement.gpu_scores[g.uuid],
+                            placement.namespace,
+                            placement.gpu_models.get(g.uuid, ""),
+                        )
                         for node in placement.nodes
                         for g in node.gpus
                     ],

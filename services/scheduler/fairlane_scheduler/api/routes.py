@@ -9,6 +9,7 @@ from uuid import UUID
 from fastapi import APIRouter, Query, Response, status
 from fastapi.responses import JSONResponse
 
+from fairlane_scheduler.api.auth import CallerDep
 from fairlane_scheduler.api.deps import RuntimeDep
 from fairlane_scheduler.api.schemas import (
     GpuOut,
@@ -17,9 +18,12 @@ from fairlane_scheduler.api.schemas import (
     PlacementIn,
     PlacementOut,
     PlacementPage,
+    QuotaIn,
+    QuotaOut,
     RenewIn,
 )
 from fairlane_scheduler.core.nodes import gpu_states, node_summaries
+from fairlane_scheduler.core.quota import Quota
 from fairlane_scheduler.errors import NoCapacityError, NotFoundError, SchedulerError
 
 __all__ = ["router"]
@@ -34,8 +38,10 @@ router = APIRouter()
     responses={200: {"description": "identical request: the original placement"}},
 )
 async def create_placement(
-    body: PlacementIn, runtime: RuntimeDep, response: Response
+    body: PlacementIn, runtime: RuntimeDep, caller: CallerDep, response: Response
 ) -> PlacementOut:
+    body = body.model_copy(update={"namespace": body.namespace or caller.namespace or "default"})
+    caller.require_namespace(str(body.namespace))
     try:
         placement, created = await runtime.service.place(body.to_core(), body.canonical_json())
     except NoCapacityError:
@@ -48,20 +54,24 @@ async def create_placement(
 
 
 @router.get("/v1/placements/{placement_id}", response_model=PlacementOut)
-async def get_placement(placement_id: UUID, runtime: RuntimeDep) -> PlacementOut:
-    return PlacementOut.of(await runtime.service.get(str(placement_id)))
+async def get_placement(placement_id: UUID, runtime: RuntimeDep, caller: CallerDep) -> PlacementOut:
+    return PlacementOut.of(await runtime.service.get(str(placement_id), caller.scope()))
 
 
 @router.get("/v1/placements", response_model=PlacementPage)
 async def list_placements(
+    *,
     runtime: RuntimeDep,
+    caller: CallerDep,
     namespace: str | None = None,
     state: Literal["placed", "released", "expired"] | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     before_ms: Annotated[int | None, Query(ge=0)] = None,
 ) -> PlacementPage:
-    """Newest first, ``limit`` per page."""
-    found = await runtime.store.page(namespace, state, limit, before_ms)
+    """Newest first, ``limit`` per page; a namespace's token lists its own only."""
+    if namespace is not None:
+        caller.require_namespace(namespace)
+    found = await runtime.store.page(namespace or caller.scope(), state, limit, before_ms)
     return PlacementPage(
         items=[PlacementOut.of(p) for p in found],
         next_before_ms=found[-1].created_at_ms if len(found) == limit else None,
@@ -69,33 +79,59 @@ async def list_placements(
 
 
 @router.delete("/v1/placements/{placement_id}", response_model=PlacementOut)
-async def release_placement(placement_id: UUID, runtime: RuntimeDep) -> PlacementOut:
+async def release_placement(
+    placement_id: UUID, runtime: RuntimeDep, caller: CallerDep
+) -> PlacementOut:
     """Free the placement's GPUs. Releasing an ended placement returns it unchanged."""
-    return PlacementOut.of(await runtime.service.release(str(placement_id)))
+    return PlacementOut.of(await runtime.service.release(str(placement_id), caller.scope()))
 
 
 @router.post("/v1/placements/{placement_id}/renew", response_model=PlacementOut)
 async def renew_placement(
-    placement_id: UUID, runtime: RuntimeDep, body: RenewIn | None = None
+    placement_id: UUID, runtime: RuntimeDep, caller: CallerDep, body: RenewIn | None = None
 ) -> PlacementOut:
     lease_s = None if body is None else body.lease_s
-    return PlacementOut.of(await runtime.service.renew(str(placement_id), lease_s))
+    return PlacementOut.of(await runtime.service.renew(str(placement_id), lease_s, caller.scope()))
 
 
 @router.get("/v1/nodes", response_model=list[NodeOut])
-async def list_nodes(runtime: RuntimeDep) -> list[NodeOut]:
+async def list_nodes(runtime: RuntimeDep, _: CallerDep) -> list[NodeOut]:
     """Every node the scores mention, with how many GPUs are free and why the others are not."""
     summaries = node_summaries(runtime.fleet, runtime.live_gpus.current, runtime.policy, _now_ms())
     return [NodeOut(**vars(s)) for s in summaries]
 
 
 @router.get("/v1/nodes/{name}", response_model=NodeDetailOut)
-async def get_node(name: str, runtime: RuntimeDep) -> NodeDetailOut:
+async def get_node(name: str, runtime: RuntimeDep, _: CallerDep) -> NodeDetailOut:
     """One node's GPUs: score, its components, and the state the placement filter sees."""
     gpus = gpu_states(runtime.fleet, name, runtime.live_gpus.current, runtime.policy, _now_ms())
     if gpus is None:
         raise NotFoundError(f"no scores for node {name!r}")
     return NodeDetailOut(node=name, gpus=[GpuOut(**vars(g)) for g in gpus])
+
+
+@router.get("/v1/quotas/{namespace}", response_model=QuotaOut)
+async def get_quota(namespace: str, runtime: RuntimeDep, caller: CallerDep) -> QuotaOut:
+    caller.require_namespace(namespace)
+    quota, used = await runtime.store.quota_and_usage(namespace)
+    quota = quota or Quota()
+    return QuotaOut(
+        namespace=namespace,
+        max_gpus=quota.max_gpus,
+        max_gpus_per_model=dict(quota.max_gpus_per_model),
+        used_gpus=sum(used.values()),
+        used_by_model=used,
+    )
+
+
+@router.put("/v1/quotas/{namespace}", response_model=QuotaOut)
+async def set_quota(
+    namespace: str, body: QuotaIn, runtime: RuntimeDep, caller: CallerDep
+) -> QuotaOut:
+    """Admin only. Applies to new placements; what is placed stays."""
+    caller.require_admin()
+    await runtime.store.set_quota(namespace, Quota(body.max_gpus, body.max_gpus_per_model))
+    return await get_quota(namespace, runtime, caller)
 
 
 def _now_ms() -> int:

@@ -23,7 +23,7 @@ class PlacementIn(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     job_id: Name
-    namespace: Name = "default"
+    namespace: Name | None = Field(None, description="default: the token's namespace")
     gpus_per_node: Annotated[int, Field(ge=1, le=64)]
     nodes: Annotated[int, Field(ge=1, le=1024, description="more than 1: a gang, all or none")] = 1
     min_gpu_memory_gib: Annotated[float, Field(gt=0, le=4096)] | None = None
@@ -49,6 +49,9 @@ class PlacementIn(BaseModel):
         return orjson.dumps(self.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
 
     def to_core(self) -> PlacementRequest:
+        """The core request; ``namespace`` must be resolved (see ``in_namespace``)."""
+        if self.namespace is None:
+            raise ValueError("namespace not resolved")
         models = None
         if self.models is not None:
             models = frozenset(spec.key for m in self.models if (spec := find_model(m)))
@@ -125,3 +128,29 @@ class NodeOut(BaseModel):
 class NodeDetailOut(BaseModel):
     node: str
     gpus: list[GpuOut]
+
+
+class QuotaIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_gpus: Annotated[int, Field(ge=0)] | None = Field(None, description="none: no limit")
+    max_gpus_per_model: dict[str, Annotated[int, Field(ge=0)]] = Field(
+        default_factory=dict, description="catalogue key (or NVML name) -> GPUs at once"
+    )
+
+    @field_validator("max_gpus_per_model")
+    @classmethod
+    def _known(cls, value: dict[str, int]) -> dict[str, int]:
+        keys = {}
+        for name, limit in value.items():
+            spec = find_model(name)
+            if spec is None:
+                raise ValueError(f"unknown GPU model {name!r}; known: {', '.join(CATALOG)}")
+            keys[spec.key] = limit
+        return keys
+
+
+class QuotaOut(QuotaIn):
+    namespace: str
+    used_gpus: int
+    used_by_model: dict[str, int]

@@ -39,6 +39,7 @@ class Placement:
     lease_expires_at_ms: int | None = None
     ended_at_ms: int | None = None
     gpu_scores: Mapping[str, float] = field(default_factory=dict)  # uuid -> score when placed
+    gpu_models: Mapping[str, str] = field(default_factory=dict)  # uuid -> catalogue key
 
     @property
     def is_live(self) -> bool:

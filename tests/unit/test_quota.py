@@ -1,0 +1,45 @@
+import pytest
+
+from fairlane_scheduler.core.quota import Quota, QuotaVerdict, check_quota, models_within_quota
+
+Q = Quota(max_gpus=8, max_gpus_per_model={"H100": 4})
+
+
+@pytest.mark.parametrize(
+    ("used", "wanted", "ever"),
+    [
+        ({}, {"A100-80GB": 8}, None),  # exactly the limit fits
+        ({"A100-80GB": 6}, {"A100-80GB": 3}, True),  # over, but would fit after releases
+        ({}, {"A100-80GB": 9}, False),  # can never fit
+        ({"H100": 3}, {"H100": 2}, True),
+        ({}, {"H100": 5}, False),
+        ({"H100": 4}, {"A100-80GB": 4}, None),  # the H100 limit does not bind A100s
+    ],
+)
+def test_check_quota(used: dict[str, int], wanted: dict[str, int], ever: bool | None) -> None:
+    verdict = check_quota(Q, used, wanted)
+    assert (verdict is None) == (ever is None)
+    if verdict is not None:
+        assert verdict.ever == ever
+        assert verdict.reason.startswith("quota:")
+
+
+def test_models_are_narrowed_to_those_still_within_quota() -> None:
+    known = ["H100", "A100-80GB", "V100"]
+    assert models_within_quota(Q, {"H100": 3}, None, known, 2) == frozenset({"A100-80GB", "V100"})
+    assert models_within_quota(Q, {}, None, known, 2) is None  # nothing binds: any model
+    narrowed = models_within_quota(Q, {"H100": 3}, frozenset({"H100", "V100"}), known, 2)
+    assert narrowed == frozenset({"V100"})
+
+
+def test_quota_refusals_before_choosing() -> None:
+    only_h100 = frozenset({"H100"})
+    now = models_within_quota(Q, {"H100": 3}, only_h100, ["H100"], 2)
+    assert isinstance(now, QuotaVerdict)
+    assert now.ever
+    never = models_within_quota(Q, {}, only_h100, ["H100"], 5)
+    assert isinstance(never, QuotaVerdict)
+    assert not never.ever
+    total = models_within_quota(Q, {"V100": 7}, None, ["V100"], 2)
+    assert isinstance(total, QuotaVerdict)
+    assert total.ever
