@@ -200,7 +200,7 @@ async def test_non_json_sample_is_dead_lettered_and_scoring_goes_on(stack: Stack
     assert letter is not None, "no dead letter for the bad record"
     assert letter.source_topic == NODE_SAMPLES
     assert letter.error.startswith("not JSON")
-    assert scorer_metric(stack, "fairlane_scorer_dead_lettered_total") >= 1
+    await eventually(lambda: scorer_metric(stack, "fairlane_scorer_dead_lettered_total") >= 1)
     before = scorer_metric(stack, "fairlane_scorer_gpu_samples_scored_total")
     await eventually(
         lambda: scorer_metric(stack, "fairlane_scorer_gpu_samples_scored_total") > before

@@ -11,7 +11,7 @@ from fairlane_scheduler.adapters.migrations import (
     load_migrations,
 )
 from fairlane_scheduler.adapters.store import PlacementStore, connect_pool
-from fairlane_scheduler.core.model import Placement
+from fairlane_scheduler.core.model import Placement, PlacementRequest
 from fairlane_scheduler.errors import AllocationConflictError, DatabaseUnavailableError
 
 pytestmark = pytest.mark.integration
@@ -49,6 +49,14 @@ def placement(pid: str, job: str, gpus: list[str], port: int = 29500) -> Placeme
     )
 
 
+REQUEST = PlacementRequest(
+    job_id="job",
+    namespace="default",
+    gpus_per_node=1,
+    min_gpu_memory_gib=None,
+    models=None,
+    fingerprint="f",
+)
 P1 = "00000000-0000-0000-0000-000000000001"
 P2 = "00000000-0000-0000-0000-000000000002"
 
@@ -69,7 +77,7 @@ async def test_migrations_apply_once_and_detect_edits(database_url: str) -> None
 async def test_placement_round_trips(pool: asyncpg.Pool) -> None:
     store = PlacementStore(pool)
     stored = placement(P1, "job-1", ["g1", "g2"])
-    await store.insert(stored, b'{"job_id": "job-1"}')
+    await store.insert(stored, REQUEST)
     got = await store.get(P1)
     assert got is not None
     assert (got.id, got.job_id, got.nodes, got.fingerprint) == (P1, "job-1", stored.nodes, "f")
@@ -80,9 +88,9 @@ async def test_placement_round_trips(pool: asyncpg.Pool) -> None:
 
 async def test_database_forbids_two_live_allocations_of_one_gpu(pool: asyncpg.Pool) -> None:
     store = PlacementStore(pool)
-    await store.insert(placement(P1, "job-1", ["g1", "g2"]), b"{}")
+    await store.insert(placement(P1, "job-1", ["g1", "g2"]), REQUEST)
     with pytest.raises(AllocationConflictError):
-        await store.insert(placement(P2, "job-2", ["g2", "g3"], port=29501), b"{}")
+        await store.insert(placement(P2, "job-2", ["g2", "g3"], port=29501), REQUEST)
     # The transaction rolled back as a whole: nothing of job-2 remains.
     assert await store.get(P2) is None
     assert await store.live_gpus() == {"g1", "g2"}
@@ -90,9 +98,9 @@ async def test_database_forbids_two_live_allocations_of_one_gpu(pool: asyncpg.Po
 
 async def test_database_forbids_two_live_placements_on_one_port(pool: asyncpg.Pool) -> None:
     store = PlacementStore(pool)
-    await store.insert(placement(P1, "job-1", ["g1"]), b"{}")
+    await store.insert(placement(P1, "job-1", ["g1"]), REQUEST)
     with pytest.raises(AllocationConflictError):
-        await store.insert(placement(P2, "job-2", ["g2"], port=29500), b"{}")
+        await store.insert(placement(P2, "job-2", ["g2"], port=29500), REQUEST)
 
 
 async def test_unreachable_postgres_gives_a_clear_error() -> None:

@@ -266,3 +266,41 @@ async def test_nodes_show_each_gpu_state_and_score_breakdown(
     summary = next(n for n in (await client.get("/v1/nodes")).json() if n["node"] == node)
     assert (summary["gpus"], summary["free"]) == (4, 2)
     assert (await client.get("/v1/nodes/nowhere")).status_code == 404
+
+
+async def test_queued_requests_wait_and_are_placed_by_priority_when_gpus_free(
+    api: tuple[httpx.AsyncClient, str], kafka_bootstrap: str, unique: str
+) -> None:
+    client, _ = api
+    node = f"queue-{unique}"  # T4: no other test uses it; three qualifying GPUs
+    await publish_scores(kafka_bootstrap, node, [0.9, 0.9, 0.9], model="Tesla T4")
+    t4 = {"gpus_per_node": 3, "models": ["T4"]}
+
+    async def node_known() -> bool:
+        return (await client.get(f"/v1/nodes/{node}")).status_code == 200
+
+    await wait_until(node_known)
+    first = (await client.post("/v1/placements", json={"job_id": "q-first", **t4})).json()
+    assert first["state"] == "placed"
+    refused = await client.post("/v1/placements", json={"job_id": "q-no", **t4})
+    assert refused.status_code == 409  # did not ask to queue
+    low = await client.post("/v1/placements", json={"job_id": "q-low", "queue": True, **t4})
+    high = await client.post(
+        "/v1/placements", json={"job_id": "q-high", "queue": True, "priority": 5, **t4}
+    )
+    assert (low.status_code, high.status_code) == (202, 202)
+    assert low.json()["state"] == high.json()["state"] == "pending"
+    assert low.json()["nodes"] == []
+    await client.delete(f"/v1/placements/{first['id']}")
+
+    async def high_placed() -> bool:
+        answer = await client.get(f"/v1/placements/{high.json()['id']}")
+        return bool(answer.json()["state"] == "placed")
+
+    await wait_until(high_placed)
+    assert (await client.get(f"/v1/placements/{low.json()['id']}")).json()["state"] == "pending"
+    cancelled = await client.delete(f"/v1/placements/{low.json()['id']}")
+    assert cancelled.json()["state"] == "released"
+    events = await placement_events(kafka_bootstrap, high.json()["id"], 2)
+    assert [e.event for e in events] == ["pending", "created"]
+    assert len(events[1].nodes[0].gpus) == 3

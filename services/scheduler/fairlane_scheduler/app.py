@@ -38,14 +38,17 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-async def _expire_leases(service: PlacementService, interval_s: float) -> None:
-    """Every interval, expire the placements whose lease ended (any replica may)."""
+async def _housekeeping(service: PlacementService, interval_s: float) -> None:
+    """Every interval: expire placements whose lease ended, then place what waits and
+    now fits. Safe on every replica: Postgres decides who wins."""
     while True:
         try:
             for placement in await service.expire_due():
                 log.info("placement %s (job %s) expired", placement.id, placement.job_id)
+            for placement in await service.place_pending():
+                log.info("pending placement %s (job %s) placed", placement.id, placement.job_id)
         except SchedulerError as exc:
-            log.warning("lease expiry skipped: %s", exc)
+            log.warning("housekeeping skipped: %s", exc)
         await asyncio.sleep(interval_s)
 
 
@@ -85,12 +88,10 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
             app.state.runtime = Runtime(
                 service, store, fleet, follower, metrics, fresh_gpus, policy, live_gpus
             )
-            relay = OutboxRelay(
-                settings.database_url.get_secret_value(), settings.kafka_bootstrap_servers
-            )
+            relay = OutboxRelay(pool, settings.kafka_bootstrap_servers)
             await relay.start()
             expiry = asyncio.create_task(
-                _expire_leases(service, settings.expiry_interval_s), name="lease-expiry"
+                _housekeeping(service, settings.expiry_interval_s), name="housekeeping"
             )
             try:
                 yield

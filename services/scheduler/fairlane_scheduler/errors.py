@@ -49,6 +49,8 @@ class JobConflictError(SchedulerError):
 
 
 class NoCapacityError(SchedulerError):
+    retryable = True  # capacity, scores and cooling change
+
     def __init__(self, message: str, reasons: Mapping[str, int]) -> None:
         super().__init__(message)
         self.reasons = dict(reasons)

@@ -94,9 +94,10 @@ class PlacementService:
                 expired.append(ended)
         return expired
 
-    async def place(self, request: PlacementRequest, request_json: bytes) -> tuple[Placement, bool]:
+    async def place(self, request: PlacementRequest) -> tuple[Placement, bool]:
         """The placement for ``request`` and whether it was created now (False: the original
-        placement of an identical earlier request)."""
+        placement of an identical earlier request). A request that asked to queue and
+        cannot be placed now is stored as pending instead of refused."""
         for _ in range(_ATTEMPTS):
             existing = await self._store.find_job(request.namespace, request.job_id)
             if existing is not None:
@@ -108,13 +109,41 @@ class PlacementService:
                 return existing, False
             if not self._is_fleet_ready():
                 raise NotReadyError("no GPU scores received yet")
-            placement = await self._decide(request)
             try:
-                await self._store.insert(placement, request_json)
+                placement = await self._decide(request)
+            except (NoCapacityError, QuotaExceededError) as exc:
+                if not request.queue or not exc.retryable:
+                    raise
+                placement = _waiting(request, self._clock_ms())
+            try:
+                await self._store.insert(placement, request)
             except AllocationConflictError:
                 continue
             return placement, True
         raise NoCapacityError("lost every race for the chosen GPUs; try again", {})
+
+    async def place_pending(self) -> list[Placement]:
+        """Place what waits and now fits, by priority then age; a request that fits later
+        than one before it is not held back by it (backfill)."""
+        if not self._is_fleet_ready():
+            return []
+        placed = []
+        for waiting, request in await self._store.pending():
+            try:
+                decided = await self._decide(request)
+            except NoCapacityError:
+                continue
+            except QuotaExceededError as exc:
+                if not exc.ever:  # the quota shrank below the request: it never will
+                    await self._store.end(waiting.id, "failed", self._clock_ms(), str(exc))
+                continue
+            promoted = replace(decided, id=waiting.id, created_at_ms=waiting.created_at_ms)
+            try:
+                if await self._store.promote(promoted, self._clock_ms()):
+                    placed.append(promoted)
+            except AllocationConflictError:
+                continue
+        return placed
 
     async def _decide(self, request: PlacementRequest) -> Placement:
         shape = JobShape(
@@ -143,6 +172,18 @@ class PlacementService:
         if port is None:
             raise NoCapacityError(f"no free MASTER_PORT on {master}", {"ports": 1})
         return _placement(request, self._fleet, choice, port, now_ms)
+
+
+def _waiting(request: PlacementRequest, now_ms: int) -> Placement:
+    return Placement(
+        id=str(uuid.uuid4()),
+        job_id=request.job_id,
+        namespace=request.namespace,
+        state="pending",
+        created_at_ms=now_ms,
+        nodes=(),
+        fingerprint=request.fingerprint,
+    )
 
 
 def _placement(

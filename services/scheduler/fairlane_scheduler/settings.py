@@ -28,7 +28,9 @@ class SchedulerSettings(ServiceSettings):
     stabilization_s: float = Field(
         120.0, ge=0, description="a GPU that fell below the threshold must stay above it this long"
     )
-    expiry_interval_s: float = Field(1.0, gt=0, description="how often leases are checked")
+    expiry_interval_s: float = Field(
+        1.0, gt=0, description="how often leases expire and pending requests are retried"
+    )
 
     auth_disabled: bool = Field(False, description="serve without tokens (logged loudly)")
     admin_token: SecretStr | None = Field(None, description="bearer token for every namespace")

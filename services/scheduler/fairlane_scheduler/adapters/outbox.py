@@ -24,11 +24,12 @@ log = logging.getLogger("fairlane.scheduler.outbox")
 
 _LEADER_LOCK = 0x4F555458  # "OUTX"
 _BATCH = 500
+_CHANNEL = "fairlane_outbox"  # NOTIFY'd by every outbox insert
 
 
 class OutboxRelay:
-    def __init__(self, dsn: str, bootstrap: str, *, idle_poll_s: float = 1.0) -> None:
-        self._dsn = dsn
+    def __init__(self, pool: asyncpg.Pool, bootstrap: str, *, idle_poll_s: float = 1.0) -> None:
+        self._pool = pool
         self._bootstrap = bootstrap
         self._idle_poll_s = idle_poll_s
         self._wake = asyncio.Event()
@@ -57,25 +58,32 @@ class OutboxRelay:
                 await asyncio.sleep(2.0)
 
     async def _lead(self) -> None:
-        conn: asyncpg.Connection = await asyncpg.connect(self._dsn)
-        producer = AIOKafkaProducer(
-            bootstrap_servers=self._bootstrap, enable_idempotence=True, acks="all"
-        )
-        try:
+        # A pooled connection: cancelling a wait on it is clean, and the pool's reset on
+        # release drops the advisory lock if we could not.
+        async with self._pool.acquire() as conn:
             # Stand-by replicas wait here, inside Postgres, until the leader's session ends.
             await conn.execute("SELECT pg_advisory_lock($1)", _LEADER_LOCK)
             self.is_leader = True
-            await conn.add_listener("fairlane_outbox", lambda *_: self._wake.set())
-            await producer.start()
-            while True:
-                if not await self._relay_batch(conn, producer):
-                    self._wake.clear()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), self._idle_poll_s)
-        finally:
-            self.is_leader = False
-            await producer.stop()
-            await conn.close()  # also releases the advisory lock
+            await conn.add_listener(_CHANNEL, self._on_notify)
+            producer = AIOKafkaProducer(
+                bootstrap_servers=self._bootstrap, enable_idempotence=True, acks="all"
+            )
+            try:
+                await producer.start()
+                while True:
+                    if not await self._relay_batch(conn, producer):
+                        self._wake.clear()
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._wake.wait(), self._idle_poll_s)
+            finally:
+                self.is_leader = False
+                await producer.stop()
+                if not conn.is_closed():
+                    await conn.remove_listener(_CHANNEL, self._on_notify)
+                    await conn.execute("SELECT pg_advisory_unlock($1)", _LEADER_LOCK)
+
+    def _on_notify(self, *_: object) -> None:
+        self._wake.set()
 
     async def _relay_batch(self, conn: asyncpg.Connection, producer: AIOKafkaProducer) -> int:
         rows = await conn.fetch(

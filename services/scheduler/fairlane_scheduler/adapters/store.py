@@ -14,7 +14,14 @@ import orjson
 
 from fairlane_events.codec import encode
 from fairlane_events.records import NodeAssignment
-from fairlane_scheduler.core.model import EventKind, Placement, placement_event
+from fairlane_scheduler.core.model import (
+    EventKind,
+    Placement,
+    PlacementRequest,
+    placement_event,
+    request_from_json,
+    request_to_json,
+)
 from fairlane_scheduler.core.quota import Quota, check_quota
 from fairlane_scheduler.errors import (
     AllocationConflictError,
@@ -82,6 +89,37 @@ async def _usage(conn: asyncpg.Connection, namespace: str) -> dict[str, int]:
         namespace,
     )
     return {r["model"]: r["n"] for r in rows}
+
+
+def _assignment_json(placement: Placement) -> str:
+    return orjson.dumps([n.model_dump(mode="json") for n in placement.nodes]).decode()
+
+
+def _lease(placement: Placement) -> datetime | None:
+    ms = placement.lease_expires_at_ms
+    return None if ms is None else utc(ms)
+
+
+async def _allocate(conn: asyncpg.Connection, placement: Placement) -> None:
+    await _enforce_quota(conn, placement)
+    await conn.executemany(
+        """INSERT INTO allocations
+               (placement_id, node, gpu_uuid, gpu_index, score, namespace, model)
+           VALUES ($1::uuid, $2, $3, $4, $5, $6, $7)""",
+        [
+            (
+                placement.id,
+                node.node,
+                g.uuid,
+                g.index,
+                placement.gpu_scores[g.uuid],
+                placement.namespace,
+                placement.gpu_models.get(g.uuid, ""),
+            )
+            for node in placement.nodes
+            for g in node.gpus
+        ],
+    )
 
 
 async def _enforce_quota(conn: asyncpg.Connection, placement: Placement) -> None:
@@ -172,61 +210,82 @@ class PlacementStore:
         )
         return {r["master_port"] for r in rows}
 
-    async def insert(self, placement: Placement, request_json: bytes) -> None:
-        """Store the placement, its allocations and its ``created`` event in one transaction."""
-        master = placement.nodes[0]
-        lease = placement.lease_expires_at_ms
+    async def insert(self, placement: Placement, request: PlacementRequest) -> None:
+        """Store a new placement in one transaction: a placed one with its allocations
+        (quota checked) and ``created`` event, a waiting one with its ``pending`` event."""
+        master = placement.nodes[0] if placement.nodes else None
         try:
             async with self._conn() as conn, conn.transaction():
                 await conn.execute(
                     """INSERT INTO placements (id, namespace, job_id, request, request_sha256,
                            state, master_node, master_port, assignment, created_at,
-                           lease_expires_at)
-                       VALUES ($1::uuid, $2, $3, $4::jsonb, $5, $6, $7, $8, $9::jsonb, $10, $11)""",
+                           lease_expires_at, priority, placed_at)
+                       VALUES ($1::uuid, $2, $3, $4::jsonb, $5, $6, $7, $8, $9::jsonb, $10,
+                               $11, $12, $13)""",
                     placement.id,
                     placement.namespace,
                     placement.job_id,
-                    request_json.decode(),
+                    request_to_json(request).decode(),
                     placement.fingerprint,
                     placement.state,
-                    master.master_addr,
-                    master.master_port,
-                    orjson.dumps([n.model_dump(mode="json") for n in placement.nodes]).decode(),
+                    None if master is None else master.master_addr,
+                    None if master is None else master.master_port,
+                    _assignment_json(placement),
                     utc(placement.created_at_ms),
-                    None if lease is None else utc(lease),
+                    _lease(placement),
+                    request.priority,
+                    utc(placement.created_at_ms) if placement.is_live else None,
                 )
-                await _enforce_quota(conn, placement)
-                await conn.executemany(
-                    """INSERT INTO allocations
-                           (placement_id, node, gpu_uuid, gpu_index, score, namespace, model)
-                       VALUES ($1::uuid, $2, $3, $4, $5, $6, $7)""",
-                    [
-                        (
-                            placement.id,
-                            node.node,
-                            g.uuid,
-                            g.index,
-                            placement.gpu_scores[g.uuid],
-                            placement.namespace,
-                            placement.gpu_models.get(g.uuid, ""),
-                        )
-                        for node in placement.nodes
-                        for g in node.gpus
-                    ],
-                )
-                await _add_event(conn, placement, "created", placement.created_at_ms, None)
+                if placement.is_live:
+                    await _allocate(conn, placement)
+                kind: EventKind = "created" if placement.is_live else "pending"
+                await _add_event(conn, placement, kind, placement.created_at_ms, None)
         except asyncpg.UniqueViolationError as exc:
             raise AllocationConflictError(str(exc)) from exc
+
+    async def promote(self, placement: Placement, now_ms: int) -> bool:
+        """Give a pending placement its GPUs (allocations, quota, ``created`` event, one
+        transaction). False when it is no longer pending (placed or cancelled meanwhile)."""
+        master = placement.nodes[0]
+        try:
+            async with self._conn() as conn, conn.transaction():
+                row = await conn.fetchrow(
+                    """UPDATE placements SET state = 'placed', master_node = $2, master_port = $3,
+                           assignment = $4::jsonb, lease_expires_at = $5, placed_at = $6
+                       WHERE id = $1::uuid AND state = 'pending' RETURNING id""",
+                    placement.id,
+                    master.master_addr,
+                    master.master_port,
+                    _assignment_json(placement),
+                    _lease(placement),
+                    utc(now_ms),
+                )
+                if row is None:
+                    return False
+                await _allocate(conn, placement)
+                await _add_event(conn, placement, "created", now_ms, None)
+                return True
+        except asyncpg.UniqueViolationError as exc:
+            raise AllocationConflictError(str(exc)) from exc
+
+    async def pending(self, limit: int = 100) -> list[tuple[Placement, PlacementRequest]]:
+        """Waiting placements, highest priority first, then oldest."""
+        rows = await self._fetch(
+            """SELECT * FROM placements WHERE state = 'pending'
+               ORDER BY priority DESC, created_at LIMIT $1""",
+            limit,
+        )
+        return [(_placement(r), request_from_json(r["request"])) for r in rows]
 
     async def end(
         self, placement_id: str, state: EventKind, now_ms: int, reason: str | None = None
     ) -> Placement | None:
-        """End a live placement (released/expired): free its GPUs, write the event.
-        None when it was not live (already ended, or unknown)."""
+        """End an open placement (released, expired, failed): free its GPUs, write the
+        event. None when it was not open (already ended, or unknown)."""
         async with self._conn() as conn, conn.transaction():
             row = await conn.fetchrow(
                 """UPDATE placements SET state = $2, ended_at = $3
-                   WHERE id = $1::uuid AND state = 'placed' RETURNING *""",
+                   WHERE id = $1::uuid AND state IN ('pending', 'placed') RETURNING *""",
                 placement_id,
                 state,
                 utc(now_ms),

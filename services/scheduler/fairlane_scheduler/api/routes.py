@@ -35,7 +35,10 @@ router = APIRouter()
     "/v1/placements",
     response_model=PlacementOut,
     status_code=status.HTTP_201_CREATED,
-    responses={200: {"description": "identical request: the original placement"}},
+    responses={
+        200: {"description": "identical request: the original placement"},
+        202: {"description": "queued: pending until it fits"},
+    },
 )
 async def create_placement(
     body: PlacementIn, runtime: RuntimeDep, caller: CallerDep, response: Response
@@ -43,13 +46,15 @@ async def create_placement(
     body = body.model_copy(update={"namespace": body.namespace or caller.namespace or "default"})
     caller.require_namespace(str(body.namespace))
     try:
-        placement, created = await runtime.service.place(body.to_core(), body.canonical_json())
+        placement, created = await runtime.service.place(body.to_core())
     except NoCapacityError:
         runtime.metrics.rejected.inc()
         raise
     runtime.metrics.placements.labels("created" if created else "replayed").inc()
     if not created:
         response.status_code = status.HTTP_200_OK
+    elif placement.state == "pending":
+        response.status_code = status.HTTP_202_ACCEPTED
     return PlacementOut.of(placement)
 
 
@@ -64,7 +69,7 @@ async def list_placements(
     runtime: RuntimeDep,
     caller: CallerDep,
     namespace: str | None = None,
-    state: Literal["placed", "released", "expired"] | None = None,
+    state: Literal["pending", "placed", "released", "expired", "failed"] | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     before_ms: Annotated[int | None, Query(ge=0)] = None,
 ) -> PlacementPage:

@@ -34,6 +34,10 @@ class PlacementIn(BaseModel):
     lease_s: Annotated[float, Field(gt=0, le=30 * 24 * 3600)] | None = Field(
         None, description="expire unless renewed within this many seconds; none: never"
     )
+    queue: bool = Field(False, description="wait (202, pending) instead of 409/429")
+    priority: Annotated[int, Field(ge=-1000, le=1000)] = Field(
+        0, description="pending requests are placed by priority, then age"
+    )
 
     @field_validator("models")
     @classmethod
@@ -65,6 +69,8 @@ class PlacementIn(BaseModel):
             lease_s=self.lease_s,
             nodes=self.nodes,
             policy=self.policy,
+            queue=self.queue,
+            priority=self.priority,
         )
 
 
@@ -80,7 +86,7 @@ class PlacementOut(BaseModel):
     id: str
     job_id: str
     namespace: str
-    state: Literal["placed", "released", "expired"]
+    state: Literal["pending", "placed", "released", "expired", "failed"]
     created_at_ms: int
     lease_expires_at_ms: int | None
     ended_at_ms: int | None

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import orjson
 
 from fairlane_events.records import NodeAssignment, PlacementEvent
 from fairlane_scheduler.core.placement import Policy
 
-__all__ = ["EventKind", "Placement", "PlacementRequest", "placement_event"]
+__all__ = [
+    "EventKind",
+    "Placement",
+    "PlacementRequest",
+    "placement_event",
+    "request_from_json",
+    "request_to_json",
+]
 
 EventKind = Literal["created", "pending", "released", "expired", "failed"]
 
@@ -25,6 +34,21 @@ class PlacementRequest:
     lease_s: float | None = None  # None: the placement never expires
     nodes: int = 1  # more than one: a gang, all nodes or none
     policy: Policy = "fastest"
+    queue: bool = False  # wait (pending) instead of failing when nothing fits now
+    priority: int = 0  # pending requests are placed by priority, then age
+
+
+def request_to_json(request: PlacementRequest) -> bytes:
+    """What the database keeps of a request, to place it later if it waits."""
+    data = asdict(request)
+    data["models"] = None if request.models is None else sorted(request.models)
+    return orjson.dumps(data)
+
+
+def request_from_json(raw: str | bytes) -> PlacementRequest:
+    data: dict[str, Any] = orjson.loads(raw)
+    models = data.get("models")
+    return PlacementRequest(**{**data, "models": None if models is None else frozenset(models)})
 
 
 @dataclass(frozen=True)
@@ -32,7 +56,7 @@ class Placement:
     id: str
     job_id: str
     namespace: str
-    state: str  # placed | released | expired
+    state: str  # pending | placed | released | expired | failed
     created_at_ms: int
     nodes: tuple[NodeAssignment, ...]
     fingerprint: str
@@ -44,6 +68,11 @@ class Placement:
     @property
     def is_live(self) -> bool:
         return self.state == "placed"
+
+    @property
+    def is_open(self) -> bool:
+        """Still wanting or holding GPUs: releasing it means something."""
+        return self.state in ("pending", "placed")
 
 
 def placement_event(
