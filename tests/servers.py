@@ -42,23 +42,26 @@ def _script(name: str, *args: str, env: dict[str, str]) -> str:
         text=True,
         check=False,
     )
-    if args[0] != "status" and result.returncode != 0:
+    if result.returncode != 0:
         raise RuntimeError(
             f"scripts/{name} {' '.join(args)} failed:\n{result.stdout}{result.stderr}"
         )
-    return result.stdout if result.returncode == 0 else ""
+    return result.stdout
 
 
 @contextlib.contextmanager
 def local_server(name: str, env: dict[str, str]) -> Iterator[str]:
-    """Start a server with its script unless already running; stop it after if we started it."""
-    was_running = bool(_script(name, "status", env=env))
+    """A fresh server on the test ports for this session, purged afterwards.
+
+    The test ports belong to the tests: whatever a killed earlier session left there
+    (recent scores on the compacted topic, say) would leak into this one, so it goes.
+    """
+    _script(name, "down", "--purge", env=env)
     out = _script(name, "up", env=env)
     try:
         yield out
     finally:
-        if not was_running:
-            _script(name, "down", "--purge", env=env)
+        _script(name, "down", "--purge", env=env)
 
 
 @contextlib.contextmanager

@@ -32,6 +32,7 @@ from tests.processes import free_port, service, wait_for_http
 pytestmark = pytest.mark.e2e
 
 THRESHOLD = 0.65
+SIM_MODELS = ("A100-80GB", "H100", "V100")  # the agent's default simulated fleet
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,9 @@ async def test_a_sample_becomes_a_stored_placement_on_healthy_gpus(
         await ready_with_our_fleet(client, app, stack)
         # The degraded GPUs of the simulated fleet must have fallen below the threshold.
         await eventually(lambda: any(s < THRESHOLD for s in our_gpus(app, stack).values()))
-        answer = await client.post("/v1/placements", json={"job_id": "e2e-1", "gpus_per_node": 4})
+        # The simulated fleet's models only: other tests publish scores of other models.
+        request = {"job_id": "e2e-1", "gpus_per_node": 4, "models": list(SIM_MODELS)}
+        answer = await client.post("/v1/placements", json=request)
         assert answer.status_code == 201, answer.text
         body = answer.json()
         (node,) = body["nodes"]
@@ -143,7 +146,8 @@ async def test_restarted_scheduler_keeps_placements_and_rebuilds_scores(
 ) -> None:
     async with scheduler(stack, database_url) as (client, app):
         await ready_with_our_fleet(client, app, stack)
-        placed = await client.post("/v1/placements", json={"job_id": "r-1", "gpus_per_node": 2})
+        request = {"job_id": "r-1", "gpus_per_node": 2, "models": list(SIM_MODELS)}
+        placed = await client.post("/v1/placements", json=request)
         assert placed.status_code == 201, placed.text
     async with scheduler(stack, database_url) as (client, app):
         # A brand-new fleet view, rebuilt from the compacted scores topic.
@@ -151,7 +155,7 @@ async def test_restarted_scheduler_keeps_placements_and_rebuilds_scores(
         again = await client.get(f"/v1/placements/{placed.json()['id']}")
         assert again.status_code == 200
         assert again.json() == placed.json()
-        replay = await client.post("/v1/placements", json={"job_id": "r-1", "gpus_per_node": 2})
+        replay = await client.post("/v1/placements", json=request)
         assert replay.status_code == 200
         assert replay.json()["id"] == placed.json()["id"]
 
