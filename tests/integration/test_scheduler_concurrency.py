@@ -1,0 +1,107 @@
+"""Three scheduler instances, one Postgres, hundreds of concurrent clients placing and
+releasing thousands of jobs on a small fleet: the database must end with no GPU and no
+port in two live placements, and every placement a client was given must exist."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import Counter
+from contextlib import AsyncExitStack
+
+import asyncpg
+import httpx
+import pytest
+
+from fairlane_scheduler.app import create_app
+from fairlane_scheduler.settings import SchedulerSettings
+from tests.integration.test_scheduler_api import publish_scores
+
+pytestmark = pytest.mark.integration
+
+INSTANCES, CLIENTS, ROUNDS = 3, 200, 10  # 2,000 placement attempts
+NODES, GPUS_PER_NODE = 4, 4  # L4: no other test publishes it
+
+
+async def test_replicas_never_double_allocate_under_load(
+    kafka_bootstrap: str, database_url: str, unique: str
+) -> None:
+    nodes = [f"race-{unique}-{n}" for n in range(NODES)]
+    for node in nodes:
+        await publish_scores(kafka_bootstrap, node, [0.9] * GPUS_PER_NODE, model="NVIDIA L4")
+    async with AsyncExitStack() as stack:
+        clients = []
+        for _ in range(INSTANCES):
+            app = create_app(
+                SchedulerSettings(
+                    kafka_bootstrap_servers=kafka_bootstrap,
+                    database_url=database_url,
+                    auth_disabled=True,
+                    db_pool_max=20,
+                )
+            )
+            await stack.enter_async_context(app.router.lifespan_context(app))
+            transport = httpx.ASGITransport(app=app)
+            clients.append(
+                await stack.enter_async_context(
+                    httpx.AsyncClient(transport=transport, base_url="http://t")
+                )
+            )
+            deadline = time.monotonic() + 30
+            while (
+                sum(g.node in nodes for g in app.state.runtime.fleet.gpus.values())
+                < NODES * GPUS_PER_NODE
+            ):
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.2)
+
+        given: dict[str, list[str]] = {}
+        statuses: Counter[int] = Counter()
+        errors: Counter[str] = Counter()
+
+        async def client_loop(c: int) -> None:
+            rng = random.Random(c)
+            for r in range(ROUNDS):
+                http = rng.choice(clients)
+                request = {
+                    "job_id": f"j{c}-{r}",
+                    "gpus_per_node": rng.choice([1, 1, 2, 4]),
+                    "nodes": rng.choice([1, 1, 1, 2]),
+                    "models": ["L4"],
+                }
+                answer = await http.post("/v1/placements", json=request)
+                statuses[answer.status_code] += 1
+                if answer.status_code == 201:
+                    body = answer.json()
+                    given[body["id"]] = sorted(g["uuid"] for n in body["nodes"] for g in n["gpus"])
+                    await asyncio.sleep(rng.random() / 20)  # hold the GPUs a little
+                    release = await rng.choice(clients).delete(f"/v1/placements/{body['id']}")
+                    statuses[release.status_code] += 1
+                else:
+                    errors[answer.json().get("error", "?")] += 1
+
+        await asyncio.gather(*(client_loop(c) for c in range(CLIENTS)))
+
+    assert set(statuses) <= {200, 201, 409}, statuses  # never a 5xx
+    assert set(errors) <= {"no_capacity"}, errors
+    assert statuses[201] > 200, (statuses, errors)
+    conn = await asyncpg.connect(database_url)
+    try:
+        double_gpu = await conn.fetch(
+            "SELECT gpu_uuid FROM allocations WHERE live GROUP BY gpu_uuid HAVING count(*) > 1"
+        )
+        double_port = await conn.fetch(
+            """SELECT master_node, master_port FROM placements WHERE state = 'placed'
+               GROUP BY 1, 2 HAVING count(*) > 1"""
+        )
+        rows = await conn.fetch(
+            "SELECT placement_id::text AS id, array_agg(gpu_uuid ORDER BY gpu_uuid) AS gpus "
+            "FROM allocations GROUP BY placement_id"
+        )
+    finally:
+        await conn.close()
+    assert double_gpu == []
+    assert double_port == []
+    stored = {r["id"]: list(r["gpus"]) for r in rows}
+    assert {pid: stored.get(pid) for pid in given} == given  # every answer exists, same GPUs
