@@ -30,6 +30,8 @@ __all__ = ["router"]
 
 router = APIRouter()
 
+_MAX_TIME_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the last time Postgres and Python share
+
 
 @router.post(
     "/v1/placements",
@@ -71,7 +73,7 @@ async def list_placements(
     namespace: str | None = None,
     state: Literal["pending", "placed", "released", "expired", "failed"] | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
-    before_ms: Annotated[int | None, Query(ge=0)] = None,
+    before_ms: Annotated[int | None, Query(ge=0, le=_MAX_TIME_MS)] = None,
 ) -> PlacementPage:
     """Newest first, ``limit`` per page; a namespace's token lists its own only."""
     if namespace is not None:

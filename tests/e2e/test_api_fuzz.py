@@ -1,0 +1,60 @@
+"""schemathesis against the running scheduler (a real uvicorn process on real Kafka and
+Postgres): whatever the OpenAPI schema allows, no answer is a server error and every
+documented answer matches its schema."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_scheduler_api import publish_scores
+from tests.processes import free_port, service, wait_for_http
+
+pytestmark = pytest.mark.e2e
+
+SEED = os.environ.get("FAIRLANE_FUZZ_SEED", "20261130")  # fixed: CI stays reproducible
+
+
+async def test_no_server_errors_and_responses_match_the_schema(
+    kafka_bootstrap: str, database_url: str, unique: str, tmp_path: Path
+) -> None:
+    # Scores first, so the scheduler is ready (503 before scores is by design, not a bug).
+    await publish_scores(
+        kafka_bootstrap, f"fuzz-{unique}", [0.9] * 8, model="NVIDIA A100-SXM4-40GB"
+    )
+    port = free_port()
+    env = {
+        "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "DATABASE_URL": database_url,
+        "FAIRLANE_ADMIN_TOKEN": "fuzz-admin",
+    }
+    log = tmp_path / "scheduler.log"
+    with service("fairlane_scheduler", ["--port", str(port)], env, log) as scheduler:
+        wait_for_http(f"http://127.0.0.1:{port}/readyz", scheduler, log)
+        done = subprocess.run(
+            [
+                str(Path(sys.executable).with_name("schemathesis")),
+                "run",
+                f"http://127.0.0.1:{port}/openapi.json",
+                "--header",
+                "Authorization: Bearer fuzz-admin",
+                "--checks",
+                "not_a_server_error,response_schema_conformance,content_type_conformance",
+                "--max-examples",
+                "25",
+                "--seed",
+                SEED,
+                "--no-color",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    assert done.returncode == 0, (
+        done.stdout[-6000:] + "\n--- scheduler log ---\n" + log.read_text()[-3000:]
+    )
