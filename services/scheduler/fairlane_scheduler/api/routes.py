@@ -30,7 +30,7 @@ __all__ = ["router"]
 
 router = APIRouter()
 
-_MAX_TIME_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the last time Postgres and Python share
+_MAX_TIME_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last instant Python holds
 
 
 @router.post(
