@@ -9,6 +9,9 @@ Each :class:`FakeGpu` plays one device; flip ``lost`` or ``failing`` between rou
 play a GPU falling off the bus or a driver returning unknown errors.
 """
 
+# The names mirror pynvml's own (nvmlDeviceGetName, c_nvmlGpmMetricsGet_t).
+# ruff: noqa: N802, N815
+
 from __future__ import annotations
 
 from collections import Counter
@@ -221,7 +224,9 @@ class FakeNvml:
         self.calls["nvmlGpmMetricsGet"] += 1
         assert request.version == pynvml.NVML_GPM_METRICS_GET_VERSION
         first, second = request.sample1, request.sample2
-        assert first is not None and second is not None and first is not second
+        assert first is not None
+        assert second is not None
+        assert first is not second
         assert first.sm_util_pct is not None, "GPM interval without a starting sample"
         for metric in request.metrics[: request.numMetrics]:
             assert metric.metricId == pynvml.NVML_GPM_METRIC_SM_UTIL

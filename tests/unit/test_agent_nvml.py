@@ -26,7 +26,9 @@ def collect(nvml: FakeNvml, rounds: int = 1) -> list[list[GpuSample]]:
 def test_v100_reports_every_metric_with_units_and_no_sm_activity() -> None:
     (gpus,) = collect(FakeNvml([v100()]))
     (g,) = gpus
-    assert g.model == "Tesla V100-SXM2-32GB" and g.uuid == "GPU-v100-0" and g.healthy
+    assert g.model == "Tesla V100-SXM2-32GB"
+    assert g.uuid == "GPU-v100-0"
+    assert g.healthy
     assert (g.gpu_util_pct, g.mem_util_pct) == (37.0, 12.0)
     assert (g.mem_used_bytes, g.mem_total_bytes) == (4096 * MIB, 32 * 1024 * MIB)
     assert (g.temp_c, g.slowdown_temp_c) == (55.0, 87.0)
@@ -69,7 +71,8 @@ def test_h100_sm_activity_follows_the_device_between_rounds() -> None:
 def test_t4_without_ecc_reports_null_not_zero() -> None:
     (gpus,) = collect(FakeNvml([t4()]))
     assert gpus[0].ecc_uncorrected_volatile is None
-    assert gpus[0].healthy and gpus[0].temp_c == 55.0
+    assert gpus[0].healthy
+    assert gpus[0].temp_c == 55.0
 
 
 def test_unsupported_metric_is_probed_once_not_every_sample() -> None:
@@ -94,7 +97,8 @@ def test_gpu_lost_mid_run_is_unhealthy_while_the_others_go_on(
         rounds = [collector.sample(T0 + i)[0].gpus for i in range(1, 4)]
     for gone, fine in rounds:
         assert (gone.uuid, gone.healthy, gone.temp_c) == ("GPU-lost", False, None)
-        assert fine.healthy and fine.sm_active is not None
+        assert fine.healthy
+        assert fine.sm_active is not None
     assert errors == ["GpuIsLost"]  # and not asked again
     assert len([r for r in caplog.records if "GPU-lost" in r.getMessage()]) == 1
 

@@ -200,7 +200,9 @@ class NvmlCollector:
         nvml = self._nvml
         try:
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            gpu = _Gpu(index, handle, nvml.nvmlDeviceGetUUID(handle), nvml.nvmlDeviceGetName(handle))
+            gpu = _Gpu(
+                index, handle, nvml.nvmlDeviceGetUUID(handle), nvml.nvmlDeviceGetName(handle)
+            )
         except nvml.NVMLError as exc:
             # Still reported (unhealthy) so that the scheduler sees the GPU is there and bad.
             gpu = _Gpu(index, None, f"GPU-unreadable-{index}", "unknown", lost=True)
@@ -262,7 +264,9 @@ class NvmlCollector:
         self._on_error(kind)
         if isinstance(exc, self._nvml.NVMLError_NotSupported):
             gpu.unsupported.add(metric)
-            log.info("GPU %d (%s): %s not supported, reported as null", gpu.index, gpu.model, metric)
+            log.info(
+                "GPU %d (%s): %s not supported, reported as null", gpu.index, gpu.model, metric
+            )
             return
         if isinstance(exc, self._nvml.NVMLError_GpuIsLost):
             gpu.lost = True

@@ -3,6 +3,8 @@ with the Kafka record timestamp set to the sample time."""
 
 from __future__ import annotations
 
+import asyncio
+
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError
 
@@ -15,7 +17,14 @@ __all__ = ["SamplePublisher"]
 
 
 class SamplePublisher:
-    def __init__(self, bootstrap: str) -> None:
+    """The :class:`~fairlane_agent.delivery.RecordSender` on a real broker.
+
+    ``request_timeout_s`` bounds how long a record may wait in the producer while the
+    broker is away before it is handed back to the agent's backlog (which, unlike the
+    producer's buffer, is bounded by age and counts its drops).
+    """
+
+    def __init__(self, bootstrap: str, *, request_timeout_s: float = 10.0) -> None:
         self._bootstrap = bootstrap
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap,
@@ -23,6 +32,7 @@ class SamplePublisher:
             acks="all",
             compression_type="gzip",
             linger_ms=20,
+            request_timeout_ms=int(request_timeout_s * 1000),
         )
 
     async def start(self) -> None:
@@ -36,13 +46,13 @@ class SamplePublisher:
         """Flush what is pending and close."""
         await self._producer.stop()
 
-    async def publish(self, samples: list[NodeSample]) -> None:
-        """Send one round; returns when every record is acknowledged."""
-        futures = [
-            await self._producer.send(
-                NODE_SAMPLES, encode(s), key=s.node.encode(), timestamp_ms=s.ts_ms
-            )
-            for s in samples
-        ]
-        for future in futures:
-            await future
+    async def send_batch(self, samples: list[NodeSample]) -> list[BaseException | None]:
+        """Send every sample at once; each one's outcome (None = acknowledged), in order."""
+        outcomes = await asyncio.gather(*(self._send(s) for s in samples), return_exceptions=True)
+        return [o if isinstance(o, BaseException) else None for o in outcomes]
+
+    async def _send(self, sample: NodeSample) -> None:
+        delivered = await self._producer.send(
+            NODE_SAMPLES, encode(sample), key=sample.node.encode(), timestamp_ms=sample.ts_ms
+        )
+        await delivered

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Literal
 
 from pydantic import Field
 
+from fairlane_agent.core.backlog import BacklogLimits
 from fairlane_runtime.settings import ServiceSettings
 from fairlane_sim.fleet import FleetSpec
 
@@ -13,15 +15,27 @@ __all__ = ["AgentSettings"]
 
 
 class AgentSettings(ServiceSettings):
-    backend: Literal["sim"] = Field("sim", description="where samples come from")
+    backend: Literal["auto", "nvml", "sim"] = Field(
+        "auto", description="nvml: real GPUs; sim: simulated fleet; auto: nvml, else sim"
+    )
+    node_name: str = Field(
+        default_factory=socket.gethostname, description="node name in nvml records"
+    )
+    interval_s: float = Field(30.0, gt=0, description="collection interval")
+    # Simulated fleet
     nodes: int = Field(4, ge=1, le=100_000, description="simulated nodes")
     gpus_per_node: int = Field(8, ge=1, le=64)
     models: list[str] = Field(["A100-80GB", "H100", "V100"], description="GPU models, per node")
     degraded_fraction: float = Field(0.05, ge=0, le=1)
     seed: int = 0
     node_prefix: str = "sim-node"
-    interval_s: float = Field(30.0, gt=0, description="collection interval")
-    metrics_port: int = Field(9400, ge=0, le=65535, description="0 disables /metrics")
+    # Delivery
+    buffer_max_samples: int = Field(100_000, ge=1, description="node samples kept for Kafka")
+    buffer_max_age_s: float = Field(3600.0, gt=0, description="older samples are dropped")
+    shutdown_flush_s: float = Field(10.0, ge=0, description="flush deadline on SIGTERM")
+    kafka_request_timeout_s: float = Field(10.0, gt=0)
+    # HTTP: /metrics and /healthz
+    metrics_port: int = Field(9400, ge=0, le=65535, description="0 disables the HTTP server")
     metrics_bind: str = "127.0.0.1"
 
     def fleet_spec(self) -> FleetSpec:
@@ -33,3 +47,6 @@ class AgentSettings(ServiceSettings):
             seed=self.seed,
             node_prefix=self.node_prefix,
         )
+
+    def backlog_limits(self) -> BacklogLimits:
+        return BacklogLimits(self.buffer_max_samples, self.buffer_max_age_s)
