@@ -60,7 +60,12 @@ async def _run(settings: AgentSettings, load_nvml: Callable[[], NvmlLib]) -> Non
             settings.kafka_bootstrap_servers, request_timeout_s=settings.kafka_request_timeout_s
         )
         await publisher.start()
-        delivery = Delivery(Backlog(settings.backlog_limits()), publisher, metrics)
+        delivery = Delivery(
+            Backlog(settings.backlog_limits()),
+            publisher,
+            metrics,
+            stall_s=settings.kafka_request_timeout_s,
+        )
         http = None
         if settings.metrics_port:
             app = make_http_app(metrics.registry, _health(settings, delivery))
@@ -94,6 +99,9 @@ def main(
 ) -> None:
     settings = load_settings(AgentSettings, argv, PROG)
     configure_logging(settings.log_level, json=settings.log_json)
+    # aiokafka logs every reconnection attempt (10 a second during an outage); the
+    # delivery loop reports an outage itself, once when it starts and once when it ends.
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     try:
         asyncio.run(_run(settings, load_nvml))
     except (FairlaneError, NvmlUnavailableError) as exc:

@@ -41,11 +41,13 @@ class Delivery:
         metrics: AgentMetrics,
         *,
         max_batch: int = 5000,
+        stall_s: float = 10.0,
     ) -> None:
         self._backlog = backlog
         self._sender = sender
         self._metrics = metrics
         self._max_batch = max_batch
+        self._stall_s = stall_s
         self._wake = asyncio.Event()
         self._failing_since: float | None = None
         self.connected = True
@@ -103,10 +105,16 @@ class Delivery:
         """Send the oldest batch; True when all of it was acknowledged."""
         batch = self._backlog.take_batch(self._max_batch)
         started = time.monotonic()
+        sending = asyncio.ensure_future(self._sender.send_batch(batch))
         try:
-            outcomes = await self._sender.send_batch(batch)
+            # The producer retries a request in flight until the broker answers, without
+            # duplicates (idempotence); so a stalled batch is waited for, never resent.
+            if not (await asyncio.wait({sending}, timeout=self._stall_s))[0]:
+                self._note_health(TimeoutError(f"no acknowledgement in {self._stall_s:.0f} s"))
+            outcomes = await sending
         except BaseException:
-            self._backlog.put_back(batch)  # cancelled or broken: nothing is lost here
+            sending.cancel()
+            self._backlog.put_back(batch)  # cancelled (shutdown) or broken: counted later
             raise
         self._metrics.publish_s.observe(time.monotonic() - started)
         failed = [s for s, error in zip(batch, outcomes, strict=True) if error is not None]
