@@ -29,4 +29,5 @@ def measured_speeds() -> tuple[float, ...]:
 
 def sample_speeds(rng: np.random.Generator, n: int) -> np.ndarray:
     """``n`` relative speeds drawn from the measured distribution."""
-    return np.quantile(np.asarray(measured_speeds()), rng.random(n))
+    speeds: np.ndarray = np.quantile(np.asarray(measured_speeds()), rng.random(n))
+    return speeds
