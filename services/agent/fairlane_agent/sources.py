@@ -47,4 +47,6 @@ def open_source(
             finally:
                 collector.close()
             return
-    yield FleetSimulator(settings.fleet_spec())
+    scenario = settings.load_scenario()
+    log.info("simulated fleet, scenario %r", scenario.name)
+    yield FleetSimulator(settings.fleet_spec(scenario), scenario)
