@@ -58,6 +58,7 @@ class SimGpu:
     spec: GpuModelSpec
     degraded: bool
     base_speed: float  # vs. the median GPU of its model (PAL's spread); hidden
+    idle_temp_c: float  # where this GPU sits when nothing happens (its slot's airflow)
 
 
 class FleetSimulator:
@@ -88,7 +89,10 @@ class FleetSimulator:
     ) -> SimGpu:
         degraded = bool(self._rng.random() < self.spec.degraded_fraction)
         gpu_uuid = uuid.UUID(bytes=self._rng.bytes(16), version=4)
-        return SimGpu(node, node_index, index, f"GPU-{gpu_uuid}", model, degraded, speed)
+        idle_temp_c = float(self._rng.uniform(32, 45))
+        return SimGpu(
+            node, node_index, index, f"GPU-{gpu_uuid}", model, degraded, speed, idle_temp_c
+        )
 
     def _choose(self, event: ScenarioEvent, every: list[SimGpu]) -> frozenset[str]:
         """The GPUs an event touches: its nodes and GPU indices, then a seeded fraction.
@@ -141,6 +145,7 @@ class FleetSimulator:
             index=gpu.index,
             spec=gpu.spec,
             base_speed=gpu.base_speed,
+            idle_temp_c=gpu.idle_temp_c,
             events=self._events_of(gpu, elapsed_s),
             rng=self._rng,
         )

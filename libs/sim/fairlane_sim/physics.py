@@ -49,7 +49,6 @@ CLOCK_EVENT_SW_THERMAL = 0x20
 CLOCK_EVENT_HW_THERMAL = 0x40
 
 _GIB = 1024**3
-_IDLE_CLOCK_FRACTION = 0.15  # an idle GPU parks its SM clock low
 _REMAPS_ROWS = ("ampere", "ada", "hopper", "blackwell")
 
 
@@ -96,17 +95,18 @@ def read_gpu(
     index: int,
     spec: GpuModelSpec,
     base_speed: float,
+    idle_temp_c: float,
     events: list[tuple[ScenarioEvent, float]],
     rng: np.random.Generator,
 ) -> GpuReading:
     """The GPU's sample and true speed, given the events that began ``since_s`` ago."""
+    idle_temp = idle_temp_c + float(rng.normal(0, 0.5))
     s = _State(
         util=float(rng.uniform(0, 4)),
         mem_fraction=float(rng.uniform(0.0, 0.02)),
-        temp_c=float(rng.uniform(32, 45)),
+        temp_c=idle_temp,
         power_fraction=float(rng.uniform(0.08, 0.15)),
     )
-    idle_temp = s.temp_c
     for event, since in events:
         _apply(event, since, s, spec, rng)
     s.temp_c = max(s.temp_c, idle_temp + s.heat * (spec.slowdown_temp_c + 1 - idle_temp))
@@ -125,7 +125,9 @@ def read_gpu(
     elif s.busy:  # boosting; a slow part of the spread boosts a little lower
         clock = spec.max_sm_clock_mhz * min(1.0, base_speed)
     else:
-        clock, reasons = spec.max_sm_clock_mhz * _IDLE_CLOCK_FRACTION, CLOCK_EVENT_IDLE
+        # A real idle GPU parks its clock lower; the score ignores the clock while only
+        # the idle reason is set, and reporting max keeps episodes readable.
+        clock, reasons = spec.max_sm_clock_mhz, CLOCK_EVENT_IDLE
     total = int(spec.mem_gib * _GIB)
     limit = spec.power_limit_w * s.power_factor
     sample = GpuSample(
