@@ -20,7 +20,7 @@ import numpy as np
 
 from fairlane_events.gpu_models import CATALOG, GpuModelSpec
 from fairlane_events.records import GpuSample, NodeSample
-from fairlane_sim.physics import read_gpu
+from fairlane_sim.physics import DRAWS_PER_SAMPLE, read_gpu
 from fairlane_sim.scenario import Scenario, ScenarioEvent
 from fairlane_sim.variability import sample_speeds
 
@@ -118,7 +118,8 @@ class FleetSimulator:
         elapsed_s = (ts_ms - self._start_ms) / 1000
         records = []
         for gpus in self.gpus.values():
-            readings = [self._read(g, elapsed_s) for g in gpus]
+            draws = self._rng.random((len(gpus), DRAWS_PER_SAMPLE)).tolist()
+            readings = [self._read(g, elapsed_s, d) for g, d in zip(gpus, draws, strict=True)]
             if self._is_silent(gpus[0], elapsed_s):
                 continue
             records.append(
@@ -139,7 +140,7 @@ class FleetSimulator:
             if gpu.uuid in touched and elapsed_s >= event.start_s
         ]
 
-    def _read(self, gpu: SimGpu, elapsed_s: float) -> GpuSample:
+    def _read(self, gpu: SimGpu, elapsed_s: float, draws: list[float]) -> GpuSample:
         reading = read_gpu(
             uuid=gpu.uuid,
             index=gpu.index,
@@ -147,7 +148,7 @@ class FleetSimulator:
             base_speed=gpu.base_speed,
             idle_temp_c=gpu.idle_temp_c,
             events=self._events_of(gpu, elapsed_s),
-            rng=self._rng,
+            draws=draws,
         )
         self.true_speed[gpu.uuid] = reading.true_speed
         return reading.sample

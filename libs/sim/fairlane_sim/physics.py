@@ -24,9 +24,8 @@ or 0 while an ECC event is active. It is hidden from the samples.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
 
 from fairlane_events.gpu_models import GpuModelSpec
 from fairlane_events.records import GpuSample
@@ -37,6 +36,7 @@ __all__ = [
     "CLOCK_EVENT_IDLE",
     "CLOCK_EVENT_SW_POWER_CAP",
     "CLOCK_EVENT_SW_THERMAL",
+    "DRAWS_PER_SAMPLE",
     "GpuReading",
     "read_gpu",
     "thermal_heat",
@@ -49,6 +49,11 @@ CLOCK_EVENT_SW_THERMAL = 0x20
 CLOCK_EVENT_HW_THERMAL = 0x40
 
 _GIB = 1024**3
+
+#: Uniform draws one GPU sample consumes, whatever the events: drawing a fixed number
+#: (a whole node's at once) is much faster than scalar draws, and it keeps every GPU's
+#: noise independent of the events touching the others.
+DRAWS_PER_SAMPLE = 9
 _REMAPS_ROWS = ("ampere", "ada", "hopper", "blackwell")
 
 
@@ -97,18 +102,19 @@ def read_gpu(
     base_speed: float,
     idle_temp_c: float,
     events: list[tuple[ScenarioEvent, float]],
-    rng: np.random.Generator,
+    draws: Sequence[float],
 ) -> GpuReading:
-    """The GPU's sample and true speed, given the events that began ``since_s`` ago."""
-    idle_temp = idle_temp_c + float(rng.normal(0, 0.5))
+    """The GPU's sample and true speed, given the events that began ``since_s`` ago.
+
+    ``draws``: :data:`DRAWS_PER_SAMPLE` uniform numbers in [0, 1) from a seeded generator.
+    """
+    u = draws
+    idle_temp = idle_temp_c + (u[2] - 0.5)
     s = _State(
-        util=float(rng.uniform(0, 4)),
-        mem_fraction=float(rng.uniform(0.0, 0.02)),
-        temp_c=idle_temp,
-        power_fraction=float(rng.uniform(0.08, 0.15)),
+        util=4 * u[0], mem_fraction=0.02 * u[1], temp_c=idle_temp, power_fraction=0.08 + 0.07 * u[3]
     )
     for event, since in events:
-        _apply(event, since, s, spec, rng)
+        _apply(event, since, s, u)
     s.temp_c = max(s.temp_c, idle_temp + s.heat * (spec.slowdown_temp_c + 1 - idle_temp))
     thermal_ratio = 1.0 - (1.0 - _thermal_floor(events)) * max(0.0, (s.heat - 0.7) / 0.3)
     power_ratio = s.power_factor ** (1 / 3)
@@ -158,9 +164,7 @@ def _thermal_floor(events: list[tuple[ScenarioEvent, float]]) -> float:
     return min((e.clock_factor for e, _ in events if e.kind == "thermal"), default=1.0)
 
 
-def _apply(
-    event: ScenarioEvent, since: float, s: _State, spec: GpuModelSpec, rng: np.random.Generator
-) -> None:
+def _apply(event: ScenarioEvent, since: float, s: _State, u: Sequence[float]) -> None:
     if event.kind == "thermal":
         s.heat = max(s.heat, thermal_heat(event, since))
     elif event.kind == "ecc":
@@ -174,9 +178,9 @@ def _apply(
         s.power_fraction = max(s.power_fraction, event.limit_fraction * 0.97)
     elif event.kind == "noisy_neighbour":
         s.busy, s.share = True, max(s.share, event.share)
-        s.util = max(s.util, float(rng.uniform(70, 100)))
-        s.mem_fraction = max(s.mem_fraction, event.share * float(rng.uniform(0.8, 1.0)))
-        s.power_fraction = max(s.power_fraction, float(rng.uniform(0.45, 0.8)))
-        s.temp_c = max(s.temp_c, float(rng.uniform(58, 72)))
-    elif event.kind == "spike" and rng.random() < event.probability:
+        s.util = max(s.util, 70 + 30 * u[4])
+        s.mem_fraction = max(s.mem_fraction, event.share * (0.8 + 0.2 * u[5]))
+        s.power_fraction = max(s.power_fraction, 0.45 + 0.35 * u[6])
+        s.temp_c = max(s.temp_c, 58 + 14 * u[7])
+    elif event.kind == "spike" and u[8] < event.probability:
         s.util = 100.0
