@@ -33,7 +33,6 @@ from fairlane_sim.scenario import ScenarioEvent
 
 __all__ = [
     "CLOCK_EVENT_HW_THERMAL",
-    "CLOCK_EVENT_IDLE",
     "CLOCK_EVENT_SW_POWER_CAP",
     "CLOCK_EVENT_SW_THERMAL",
     "DRAWS_PER_SAMPLE",
@@ -42,8 +41,8 @@ __all__ = [
     "thermal_heat",
 ]
 
-#: NVML clock-event reason bits (nvmlClocksEventReason*).
-CLOCK_EVENT_IDLE = 0x1
+#: NVML clock-event reason bits (nvmlClocksEventReason*). The idle bit (0x1) is never
+#: reported: the real agent masks it out at the source, and so does the simulator.
 CLOCK_EVENT_SW_POWER_CAP = 0x4
 CLOCK_EVENT_SW_THERMAL = 0x20
 CLOCK_EVENT_HW_THERMAL = 0x40
@@ -131,9 +130,9 @@ def read_gpu(
     elif s.busy:  # boosting; a slow part of the spread boosts a little lower
         clock = spec.max_sm_clock_mhz * min(1.0, base_speed)
     else:
-        # A real idle GPU parks its clock lower; the score ignores the clock while only
-        # the idle reason is set, and reporting max keeps episodes readable.
-        clock, reasons = spec.max_sm_clock_mhz, CLOCK_EVENT_IDLE
+        # A real idle GPU parks its clock lower; the score ignores the clock while no
+        # slowdown reason is set, and reporting max keeps episodes readable.
+        clock = spec.max_sm_clock_mhz
     total = int(spec.mem_gib * _GIB)
     limit = spec.power_limit_w * s.power_factor
     sample = GpuSample(
