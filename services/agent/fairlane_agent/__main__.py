@@ -7,6 +7,7 @@ collection loop are built here and nowhere else.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import time
@@ -51,37 +52,43 @@ def _health(settings: AgentSettings, delivery: Delivery) -> HealthCheck:
     return check
 
 
-async def _run(settings: AgentSettings, load_nvml: Callable[[], NvmlLib]) -> None:
+async def run(
+    settings: AgentSettings, load_nvml: Callable[[], NvmlLib], stop: asyncio.Event
+) -> None:
+    """The agent, until ``stop`` is set; then the backlog is flushed within the deadline."""
     metrics = AgentMetrics.create()
     on_nvml_error = metrics.nvml_errors.labels
-    with open_source(settings, load_nvml, lambda kind: on_nvml_error(kind).inc()) as source:
+    async with contextlib.AsyncExitStack() as stack:
+        source = stack.enter_context(
+            open_source(settings, load_nvml, lambda kind: on_nvml_error(kind).inc())
+        )
         await ensure_topics(settings.kafka_bootstrap_servers)
         publisher = SamplePublisher(
             settings.kafka_bootstrap_servers, request_timeout_s=settings.kafka_request_timeout_s
         )
         await publisher.start()
+        stack.push_async_callback(publisher.stop)
         delivery = Delivery(
             Backlog(settings.backlog_limits()),
             publisher,
             metrics,
             stall_s=settings.kafka_request_timeout_s,
         )
-        http = None
         if settings.metrics_port:
             app = make_http_app(metrics.registry, _health(settings, delivery))
             http = await start_http(app, settings.metrics_bind, settings.metrics_port)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        try:
-            sending = asyncio.create_task(delivery.run(stop))
-            await run_collection(source, delivery, settings.interval_s, metrics, stop=stop)
-            await _shut_down(sending, delivery, settings.shutdown_flush_s)
-        finally:
-            await publisher.stop()
-            if http is not None:
-                await http.cleanup()
+            stack.push_async_callback(http.cleanup)
+        sending = asyncio.create_task(delivery.run(stop))
+        await run_collection(source, delivery, settings.interval_s, metrics, stop=stop)
+        await _shut_down(sending, delivery, settings.shutdown_flush_s)
+
+
+async def _run_until_signalled(settings: AgentSettings, load_nvml: Callable[[], NvmlLib]) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await run(settings, load_nvml, stop)
 
 
 async def _shut_down(sending: asyncio.Task[None], delivery: Delivery, deadline_s: float) -> None:
@@ -103,7 +110,7 @@ def main(
     # delivery loop reports an outage itself, once when it starts and once when it ends.
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     try:
-        asyncio.run(_run(settings, load_nvml))
+        asyncio.run(_run_until_signalled(settings, load_nvml))
     except (FairlaneError, NvmlUnavailableError) as exc:
         exit_with_error(PROG, exc)
     except ValueError as exc:  # an invalid fleet spec

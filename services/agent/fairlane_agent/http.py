@@ -13,6 +13,8 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from fairlane_runtime.errors import FairlaneError
+
 __all__ = ["HealthCheck", "make_http_app", "start_http"]
 
 #: ``health()`` -> (alive, details for the body)
@@ -41,5 +43,9 @@ async def start_http(app: web.Application, host: str, port: int) -> web.AppRunne
     """Serve ``app``; the caller awaits ``runner.cleanup()`` on shutdown."""
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, host, port).start()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise FairlaneError(f"cannot serve /metrics on {host}:{port}: {exc.strerror}") from exc
     return runner

@@ -4,6 +4,7 @@ with the Kafka record timestamp set to the sample time."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import ClassVar
 
 from aiokafka import AIOKafkaProducer
@@ -51,9 +52,14 @@ class SamplePublisher:
             await self._producer.stop()
             raise ServerUnavailableError(f"Kafka is not reachable at {self._bootstrap}") from exc
 
-    async def stop(self) -> None:
-        """Flush what is pending and close."""
-        await self._producer.stop()
+    async def stop(self, timeout_s: float = 2.0) -> None:
+        """Flush what the producer holds and close, giving up after ``timeout_s``.
+
+        The producer's own stop waits for every request in flight, and while the broker
+        is away it retries those forever; the agent's backlog has counted them already.
+        """
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._producer.stop(), timeout_s)
 
     async def send_batch(self, samples: list[NodeSample]) -> list[BaseException | None]:
         """Send every sample; each one's outcome (None = acknowledged), in order.
