@@ -63,73 +63,62 @@ _Reader = Callable[[NvmlLib, "_Gpu"], dict[str, Any]]
 
 
 def _utilization(nvml: NvmlLib, gpu: _Gpu) -> dict[str, Any]:
-    h = gpu.handle
-    rates = nvml.nvmlDeviceGetUtilizationRates(h)
+    rates = nvml.nvmlDeviceGetUtilizationRates(gpu.handle)
     return {"gpu_util_pct": float(rates.gpu), "mem_util_pct": float(rates.memory)}
 
 
 def _memory(nvml: NvmlLib, gpu: _Gpu) -> dict[str, Any]:
-    h = gpu.handle
-    info = nvml.nvmlDeviceGetMemoryInfo(h)
+    info = nvml.nvmlDeviceGetMemoryInfo(gpu.handle)
     return {"mem_used_bytes": int(info.used), "mem_total_bytes": int(info.total)}
 
 
 def _temperature(nvml: NvmlLib, gpu: _Gpu) -> dict[str, Any]:
-    h = gpu.handle
-    return {"temp_c": float(nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU))}
+    return {"temp_c": float(nvml.nvmlDeviceGetTemperature(gpu.handle, nvml.NVML_TEMPERATURE_GPU))}
 
 
 def _slowdown(nvml: NvmlLib, gpu: _Gpu) -> dict[str, Any]:
-    h = gpu.handle
     threshold = nvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
-    return {"slowdown_temp_c": float(nvml.nvmlDeviceGetTemperatureThreshold(h, threshold))}
+    return {"slowdown_temp_c": float(nvml.nvmlDeviceGetTemperatureThreshold(gpu.handle, threshold))}
 
 
 def _power(nvml: NvmlLib, gpu: _Gpu) -> dict[str, Any]:
-    h = gpu.handle
-    return {"power_w": nvml.nvmlDeviceGetPowerUsage(h) / _MW_PER_W}
+    return {"power_w": nvml.nvmlDeviceGetPowerUsage(gpu.handle) / _MW_PER_W}
 
 
 def _power_limit(nvml: NvmlLib, gpu: _Gpu) -> dict[str, Any]:
-    h = gpu.handle
-    return {"power_limit_w": nvml.nvmlDeviceGetEnforcedPowerLimit(h) / _MW_PER_W}
+    return {"power_limit_w": nvml.nvmlDeviceGetEnforcedPowerLimit(gpu.handle) / _MW_PER_W}
 
 
 def _sm_clock(nvml: NvmlLib, gpu: _Gpu) -> dict[str, Any]:
-    h = gpu.handle
-    return {"sm_clock_mhz": float(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM))}
+    return {"sm_clock_mhz": float(nvml.nvmlDeviceGetClockInfo(gpu.handle, nvml.NVML_CLOCK_SM))}
 
 
 def _max_sm_clock(nvml: NvmlLib, gpu: _Gpu) -> dict[str, Any]:
-    h = gpu.handle
-    return {"max_sm_clock_mhz": float(nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM))}
+    return {
+        "max_sm_clock_mhz": float(nvml.nvmlDeviceGetMaxClockInfo(gpu.handle, nvml.NVML_CLOCK_SM))
+    }
 
 
 def _clock_events(nvml: NvmlLib, gpu: _Gpu) -> dict[str, Any]:
-    h = gpu.handle
     # Idle is not a slowdown: a free GPU sets it all the time. Mask it out at the source.
-    reasons = int(nvml.nvmlDeviceGetCurrentClocksEventReasons(h))
+    reasons = int(nvml.nvmlDeviceGetCurrentClocksEventReasons(gpu.handle))
     return {"clock_event_reasons": reasons & ~int(nvml.nvmlClocksEventReasonGpuIdle)}
 
 
 def _ecc(nvml: NvmlLib, gpu: _Gpu) -> dict[str, Any]:
-    h = gpu.handle
-    count = nvml.nvmlDeviceGetTotalEccErrors(
-        h, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC
-    )
+    kind, counter = nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC
+    count = nvml.nvmlDeviceGetTotalEccErrors(gpu.handle, kind, counter)
     return {"ecc_uncorrected_volatile": int(count)}
 
 
 def _remapped_rows(nvml: NvmlLib, gpu: _Gpu) -> dict[str, Any]:
-    h = gpu.handle
-    _corrected, _uncorrected, pending, _failed = nvml.nvmlDeviceGetRemappedRows(h)
+    _corrected, _uncorrected, pending, _failed = nvml.nvmlDeviceGetRemappedRows(gpu.handle)
     return {"remapped_rows_pending": bool(pending)}
 
 
 def _pcie(nvml: NvmlLib, gpu: _Gpu) -> dict[str, Any]:
-    h = gpu.handle
-    tx = nvml.nvmlDeviceGetPcieThroughput(h, nvml.NVML_PCIE_UTIL_TX_BYTES)
-    rx = nvml.nvmlDeviceGetPcieThroughput(h, nvml.NVML_PCIE_UTIL_RX_BYTES)
+    tx = nvml.nvmlDeviceGetPcieThroughput(gpu.handle, nvml.NVML_PCIE_UTIL_TX_BYTES)
+    rx = nvml.nvmlDeviceGetPcieThroughput(gpu.handle, nvml.NVML_PCIE_UTIL_RX_BYTES)
     return {"pcie_tx_bytes_per_s": tx * _BYTES_PER_KB, "pcie_rx_bytes_per_s": rx * _BYTES_PER_KB}
 
 
