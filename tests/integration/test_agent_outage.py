@@ -1,6 +1,6 @@
 """The agent keeps every sample through a Kafka outage: a real broker, stopped and restarted.
 
-The test owns a dedicated broker (scripts/kafka.sh on its own port, never a shared one),
+The test owns a dedicated broker (scripts/kafka.sh on free ports, never a shared one),
 runs the agent as a process, stops the broker for ``FAIRLANE_TEST_OUTAGE_S`` (60 s by
 default) and restarts it, then consumes the topic: per node, every sample arrives, in
 order, once.
@@ -28,7 +28,10 @@ from tests.servers import ROOT, local_server
 
 pytestmark = pytest.mark.integration
 
-PORT = os.environ.get("FAIRLANE_TEST_OUTAGE_KAFKA_PORT", "29392")
+# Free ports picked now unless given: a fixed one clashes with other brokers on the machine.
+PORT = os.environ.get("FAIRLANE_TEST_OUTAGE_KAFKA_PORT") or str(free_port())
+CONTROLLER_PORT = str(free_port())
+KAFKA_ENV = {"KAFKA_PORT": PORT, "KAFKA_CONTROLLER_PORT": CONTROLLER_PORT}
 OUTAGE_S = float(os.environ.get("FAIRLANE_TEST_OUTAGE_S", "60"))
 INTERVAL_S = 1.0
 NODES = 3
@@ -37,7 +40,7 @@ NODES = 3
 def kafka_script(*args: str) -> None:
     subprocess.run(
         [str(ROOT / "scripts" / "kafka.sh"), *args],
-        env={**os.environ, "KAFKA_PORT": PORT},
+        env={**os.environ, **KAFKA_ENV},
         check=True,
         capture_output=True,
     )
@@ -45,7 +48,7 @@ def kafka_script(*args: str) -> None:
 
 @pytest.fixture(scope="module")
 def own_kafka() -> Iterator[str]:
-    with local_server("kafka.sh", {"KAFKA_PORT": PORT}):
+    with local_server("kafka.sh", KAFKA_ENV):
         yield f"127.0.0.1:{PORT}"
 
 

@@ -79,6 +79,9 @@ async def run(
             http = await start_http(app, settings.metrics_bind, settings.metrics_port)
             stack.push_async_callback(http.cleanup)
         sending = asyncio.create_task(delivery.run(stop))
+        # A sending loop that dies must stop the agent (and surface its error), not leave
+        # it sampling into a backlog nobody sends.
+        sending.add_done_callback(lambda _: stop.set())
         await run_collection(source, delivery, settings.interval_s, metrics, stop=stop)
         await _shut_down(sending, delivery, settings.shutdown_flush_s)
 
