@@ -215,3 +215,41 @@ def test_invalid_scenarios_say_what_is_wrong(text: str, says: str) -> None:
 def test_unknown_shipped_scenario_lists_the_shipped_ones() -> None:
     with pytest.raises(ScenarioError, match="shipped: calm, hot-aisle"):
         shipped_scenario("tornado")
+
+
+def scores_over(
+    sim: FleetSimulator, uuids: set[str], seconds: list[int], step_s: int = 30
+) -> dict[int, dict[str, float]]:
+    """The reference score of each GPU in ``uuids`` at each of ``seconds``."""
+    config = ScoreConfig(interval_s=float(step_s))
+    history: dict[str, list[tuple[int, GpuSample]]] = {u: [] for u in uuids}
+    out: dict[int, dict[str, float]] = {}
+    for s in range(0, max(seconds) + 1, step_s):
+        ts = T0 + s * 1000
+        for g in (g for r in sim.sample(ts) for g in r.gpus if g.uuid in uuids):
+            history[g.uuid].append((ts, g))
+        if s in seconds:
+            out[s] = {u: reference_score(h, ts, config).score for u, h in history.items()}
+    return out
+
+
+def test_noisy_tenant_gpus_score_lower_than_quiet_ones_while_busy() -> None:
+    sim = FleetSimulator(FleetSpec(nodes=8, degraded_fraction=0), shipped_scenario("noisy-tenant"))
+    every = {g.uuid for gpus in sim.gpus.values() for g in gpus}
+    scores = scores_over(sim, every, [240])[240]
+    busy = {u for u, speed in sim.true_speed.items() if speed < 0.7}
+    assert len(busy) == 16  # a quarter of 64, sharing half of the GPU
+    assert max(scores[u] for u in busy) < min(scores[u] for u in every - busy)
+
+
+def test_failing_gpu_drops_to_zero_and_the_capped_node_scores_lower() -> None:
+    sim = FleetSimulator(FleetSpec(nodes=4, degraded_fraction=0), shipped_scenario("failing-gpu"))
+    node0, node1, node3 = (sim.gpus[f"sim-node-000{n}"] for n in (0, 1, 3))
+    watched = {g.uuid for g in [*node0, *node1, *node3]}
+    scores = scores_over(sim, watched, [90, 600, 900])
+    assert scores[90][node0[3].uuid] > 0.9
+    assert scores[600][node0[3].uuid] < 0.1  # the health gate; healthy samples fading out
+    assert scores[900][node0[3].uuid] == 0.0  # only gated samples left in the 10 min window
+    assert sim.true_speed[node0[3].uuid] == 0.0
+    capped = max(scores[600][g.uuid] for g in node1)
+    assert capped < min(scores[600][g.uuid] for g in node3)
