@@ -6,6 +6,10 @@ count from the first sample. Each GPU has a base speed drawn from PAL's measured
 same-model spread (:mod:`fairlane_sim.variability`) and, at each sample, a hidden true
 speed (:attr:`FleetSimulator.true_speed`) that evaluations compare the score with.
 
+Jobs placed by Fairlane load the GPUs they run on (:meth:`FleetSimulator.start_job`,
+:meth:`FleetSimulator.end_job`, safe to call from another thread): the change takes
+effect at the next sample, as a "job" event that warms the GPU and cools after the end.
+
 ``degraded_fraction`` of the GPUs are thermally degraded from the start (a permanent
 thermal event with no ramp): hot, clock held down with the thermal reason bits set,
 which is what the score must catch.
@@ -14,7 +18,9 @@ which is what the score must catch.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -24,10 +30,13 @@ from fairlane_sim.physics import DRAWS_PER_SAMPLE, read_gpu
 from fairlane_sim.scenario import Scenario, ScenarioEvent
 from fairlane_sim.variability import sample_speeds
 
-__all__ = ["DEGRADED", "FleetSimulator", "FleetSpec", "SimGpu"]
+__all__ = ["DEGRADED", "JOB_RAMP_S", "FleetSimulator", "FleetSpec", "SimGpu"]
 
 #: The permanent episode of a degraded GPU: hardware thermal slowdown halves the clock.
 DEGRADED = ScenarioEvent(kind="thermal", ramp_s=0.0, clock_factor=0.5)
+
+#: How long a GPU takes to warm up under a job, and to cool after it.
+JOB_RAMP_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -81,6 +90,10 @@ class FleetSimulator:
         ]
         self._touched += [(e, self._choose(e, every)) for e in self.scenario.events]
         self._start_ms: int | None = None
+        # Job starts and ends from another thread, applied at the next sample; the live
+        # jobs' positions in self._touched, by job id.
+        self._job_changes: deque[tuple[str, frozenset[str] | None, int]] = deque()
+        self._jobs: dict[str, int] = {}
         #: Each GPU's true speed at the last sample (0 = unusable), by uuid.
         self.true_speed: dict[str, float] = {}
 
@@ -111,11 +124,47 @@ class FleetSimulator:
         count = max(1, round(event.fraction * len(pool)))
         return frozenset(str(u) for u in self._rng.choice(pool, size=count, replace=False))
 
+    def start_job(self, job_id: str, uuids: Iterable[str], ts_ms: int) -> None:
+        """A job runs on ``uuids`` from ``ts_ms`` (GPUs of other fleets are ignored)."""
+        self._job_changes.append((job_id, frozenset(uuids), ts_ms))
+
+    def end_job(self, job_id: str, ts_ms: int) -> None:
+        """The job ended at ``ts_ms``; its GPUs cool down over :data:`JOB_RAMP_S`."""
+        self._job_changes.append((job_id, None, ts_ms))
+
+    def _apply_job_changes(self, elapsed_s: float) -> None:
+        assert self._start_ms is not None
+        while self._job_changes:
+            job_id, uuids, ts_ms = self._job_changes.popleft()
+            at_s = max(0.0, (ts_ms - self._start_ms) / 1000)
+            if uuids is not None and job_id not in self._jobs:
+                self._jobs[job_id] = len(self._touched)
+                self._touched.append((ScenarioEvent("job", start_s=at_s, ramp_s=JOB_RAMP_S), uuids))
+            elif uuids is None and job_id in self._jobs:
+                i = self._jobs.pop(job_id)
+                event, touched = self._touched[i]
+                ran_s = max(1e-3, at_s - event.start_s)  # an end before the start: over now
+                self._touched[i] = (replace(event, duration_s=ran_s), touched)
+        # Forget jobs that have ended and cooled, so that the event list stays short.
+        live = set(self._jobs.values())
+        kept = [
+            (i, (e, t))
+            for i, (e, t) in enumerate(self._touched)
+            if e.kind != "job"
+            or i in live
+            or elapsed_s < e.start_s + (e.duration_s or 0) + e.ramp_s
+        ]
+        if len(kept) < len(self._touched):
+            moved = {old: new for new, (old, _) in enumerate(kept)}
+            self._touched = [pair for _, pair in kept]
+            self._jobs = {job: moved[i] for job, i in self._jobs.items()}
+
     def sample(self, ts_ms: int, driver_version: str = "sim") -> list[NodeSample]:
         """One record per reporting node for the collection round at ``ts_ms``."""
         if self._start_ms is None:
             self._start_ms = ts_ms
         elapsed_s = (ts_ms - self._start_ms) / 1000
+        self._apply_job_changes(elapsed_s)
         records = []
         for gpus in self.gpus.values():
             draws = self._rng.random((len(gpus), DRAWS_PER_SAMPLE)).tolist()

@@ -17,6 +17,9 @@ Shapes, per event kind (``t`` = seconds since the event began, ``D`` its duratio
 - spike: with ``probability`` per sample, 100 % utilisation for that one sample.
 - ecc: ``errors`` new volatile uncorrected errors at t = 0 (they stay until reset) and
   rows pending remap (Ampere and newer) for ``D``; the GPU is unusable meanwhile.
+- job: a training job (Fairlane's own placements): utilisation, memory and power high
+  while it runs; the GPU warms to 10 °C under its slowdown threshold with the thermal
+  ramp shape, so it throttles only where something else (a thermal event) adds heat.
 
 True speed = PAL base speed x thermal clock ratio x power clock ratio x (1 - share),
 or 0 while an ECC event is active. It is hidden from the samples.
@@ -48,6 +51,7 @@ CLOCK_EVENT_SW_THERMAL = 0x20
 CLOCK_EVENT_HW_THERMAL = 0x40
 
 _GIB = 1024**3
+_LOAD_BELOW_SLOWDOWN_C = 10.0  # where a healthy GPU settles under a full job
 
 #: Uniform draws one GPU sample consumes, whatever the events: drawing a fixed number
 #: (a whole node's at once) is much faster than scalar draws, and it keeps every GPU's
@@ -63,7 +67,7 @@ class GpuReading:
 
 
 def thermal_heat(event: ScenarioEvent, since_s: float) -> float:
-    """Heat 0..1 of a thermal episode ``since_s`` after it began (ramp, hold, cool)."""
+    """Heat 0..1 of a thermal episode or a job ``since_s`` after it began (ramp, hold, cool)."""
     ramp = event.ramp_s
     heating = 1.0 if ramp == 0 else min(1.0, since_s / ramp)
     if event.duration_s is None or since_s < event.duration_s:
@@ -86,6 +90,7 @@ class _State:
     power_fraction: float
     busy: bool = False
     heat: float = 0.0
+    load_heat: float = 0.0
     power_factor: float = 1.0
     share: float = 0.0
     ecc: int = 0
@@ -114,7 +119,11 @@ def read_gpu(
     )
     for event, since in events:
         _apply(event, since, s, u)
-    s.temp_c = max(s.temp_c, idle_temp + s.heat * (spec.slowdown_temp_c + 1 - idle_temp))
+    s.temp_c = max(
+        s.temp_c,
+        idle_temp + s.heat * (spec.slowdown_temp_c + 1 - idle_temp),
+        idle_temp + s.load_heat * (spec.slowdown_temp_c - _LOAD_BELOW_SLOWDOWN_C - idle_temp),
+    )
     thermal_ratio = 1.0 - (1.0 - _thermal_floor(events)) * max(0.0, (s.heat - 0.7) / 0.3)
     power_ratio = s.power_factor ** (1 / 3)
     clock_ratio = thermal_ratio * power_ratio
@@ -166,6 +175,13 @@ def _thermal_floor(events: list[tuple[ScenarioEvent, float]]) -> float:
 def _apply(event: ScenarioEvent, since: float, s: _State, u: Sequence[float]) -> None:
     if event.kind == "thermal":
         s.heat = max(s.heat, thermal_heat(event, since))
+    elif event.kind == "job":
+        s.load_heat = max(s.load_heat, thermal_heat(event, since))  # warms, holds, cools
+        if _is_on(event, since):
+            s.busy = True
+            s.util = max(s.util, 92 + 8 * u[4])
+            s.mem_fraction = max(s.mem_fraction, 0.6 + 0.3 * u[5])
+            s.power_fraction = max(s.power_fraction, 0.7 + 0.25 * u[6])
     elif event.kind == "ecc":
         s.ecc += event.errors  # volatile counters keep counting until a reset
         if _is_on(event, since):

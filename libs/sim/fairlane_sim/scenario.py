@@ -10,7 +10,8 @@ sample; docs/agent.md has the full reference)::
     models = ["H100", "A100-80GB"]
 
     [[events]]
-    kind = "thermal"            # thermal | power_cap | noisy_neighbour | spike | ecc | silent
+    kind = "thermal"            # thermal | power_cap | noisy_neighbour | spike | ecc |
+                                # silent | job
     start_s = 60
     duration_s = 600            # absent: until the end
     nodes = [0, 1]              # node indices; absent: every node
@@ -40,7 +41,7 @@ __all__ = [
     "shipped_scenario",
 ]
 
-EventKind = Literal["thermal", "power_cap", "noisy_neighbour", "spike", "ecc", "silent"]
+EventKind = Literal["thermal", "power_cap", "noisy_neighbour", "spike", "ecc", "silent", "job"]
 
 
 class ScenarioError(ValueError):
@@ -56,7 +57,7 @@ class ScenarioEvent:
     gpus: tuple[int, ...] | None = None
     fraction: float = 1.0
     clock_factor: float = 0.55  # thermal: SM clock while throttled, x max
-    ramp_s: float = 60.0  # thermal: heating (and cooling) time
+    ramp_s: float = 60.0  # thermal, job: heating (and cooling) time
     limit_fraction: float = 0.6  # power_cap: enforced limit, x default limit
     share: float = 0.5  # noisy_neighbour: fraction of the GPU the other tenant takes
     probability: float = 0.02  # spike: chance per GPU per sample
