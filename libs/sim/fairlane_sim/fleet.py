@@ -143,7 +143,9 @@ class FleetSimulator:
             elif uuids is None and job_id in self._jobs:
                 i = self._jobs.pop(job_id)
                 event, touched = self._touched[i]
-                ran_s = max(1e-3, at_s - event.start_s)  # an end before the start: over now
+                if at_s <= event.start_s:  # ended before it began in simulated time
+                    event, touched = replace(event, ramp_s=0.0), frozenset()
+                ran_s = max(1e-3, at_s - event.start_s)
                 self._touched[i] = (replace(event, duration_s=ran_s), touched)
         # Forget jobs that have ended and cooled, so that the event list stays short.
         live = set(self._jobs.values())

@@ -19,6 +19,7 @@ from fairlane_agent.delivery import Delivery
 from fairlane_agent.http import HealthCheck, make_http_app, start_http
 from fairlane_agent.metrics import AgentMetrics
 from fairlane_agent.nvml import NvmlLib, NvmlUnavailableError
+from fairlane_agent.placements import follow_placements
 from fairlane_agent.publisher import SamplePublisher
 from fairlane_agent.runner import run_collection
 from fairlane_agent.settings import AgentSettings
@@ -27,6 +28,7 @@ from fairlane_runtime.entry import exit_with_error, load_settings
 from fairlane_runtime.errors import FairlaneError
 from fairlane_runtime.kafka import ensure_topics
 from fairlane_runtime.logging import configure_logging
+from fairlane_sim.fleet import FleetSimulator
 
 PROG = "fairlane-agent"
 log = logging.getLogger("fairlane.agent")
@@ -78,6 +80,12 @@ async def run(
             app = make_http_app(metrics.registry, _health(settings, delivery))
             http = await start_http(app, settings.metrics_bind, settings.metrics_port)
             stack.push_async_callback(http.cleanup)
+        if settings.sim_follows_placements and isinstance(source, FleetSimulator):
+            following = asyncio.create_task(
+                follow_placements(settings.kafka_bootstrap_servers, source, metrics, stop)
+            )
+            following.add_done_callback(lambda _: stop.set())  # it ends only with stop
+            stack.push_async_callback(_finish, following)
         sending = asyncio.create_task(delivery.run(stop))
         # A sending loop that dies must stop the agent (and surface its error), not leave
         # it sampling into a backlog nobody sends.
@@ -92,6 +100,15 @@ async def _run_until_signalled(settings: AgentSettings, load_nvml: Callable[[], 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await run(settings, load_nvml, stop)
+
+
+async def _finish(task: asyncio.Task[None]) -> None:
+    """Wait for a task that ends with ``stop`` (raising what it raised); cancel it if it
+    is stuck in I/O."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(task), 5)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
 
 
 async def _shut_down(sending: asyncio.Task[None], delivery: Delivery, deadline_s: float) -> None:

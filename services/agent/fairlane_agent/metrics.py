@@ -19,6 +19,7 @@ class AgentMetrics:
     nvml_errors: Counter
     publish_s: Histogram
     last_round_ts: Gauge
+    placements_skipped: Counter
 
     @classmethod
     def create(cls) -> AgentMetrics:
@@ -49,6 +50,11 @@ class AgentMetrics:
             last_round_ts=Gauge(
                 "fairlane_agent_last_round_timestamp_seconds",
                 "when the last collection round ended",
+                registry=r,
+            ),
+            placements_skipped=Counter(
+                "fairlane_agent_placements_skipped",
+                "placement records the simulator could not decode",
                 registry=r,
             ),
         )

@@ -36,6 +36,9 @@ class AgentSettings(ServiceSettings):
         description="simulator scenario: a TOML file, or a shipped one "
         "(calm, hot-aisle, noisy-tenant, failing-gpu)",
     )
+    sim_follows_placements: bool = Field(
+        True, description="simulated GPUs carry the jobs placed on them (placements topic)"
+    )
     # Delivery
     buffer_max_samples: int = Field(100_000, ge=1, description="node samples kept for Kafka")
     buffer_max_age_s: float = Field(3600.0, gt=0, description="older samples are dropped")
