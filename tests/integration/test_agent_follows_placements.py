@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -47,7 +48,7 @@ def placement(pid: str, kind: str, node: str, uuid: str, ts_ms: int) -> Placemen
     )
 
 
-async def utilisation_reaches(bootstrap: str, node: str, check: object) -> None:
+async def utilisation_reaches(bootstrap: str, node: str, check: Callable[[float], bool]) -> None:
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
     await consumer.start()
     try:
@@ -60,7 +61,7 @@ async def utilisation_reaches(bootstrap: str, node: str, check: object) -> None:
                     for r in records:
                         if r.key == node.encode():
                             util = decode(NodeSample, r.value).gpus[0].gpu_util_pct or 0.0
-                            if check(util):  # type: ignore[operator]
+                            if check(util):
                                 return
     finally:
         await consumer.stop()

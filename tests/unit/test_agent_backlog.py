@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -94,9 +95,9 @@ def metric(metrics: AgentMetrics, name: str, **labels: str) -> float:
     return 0.0 if value is None else value
 
 
-async def wait_until(check: object, timeout_s: float = 5) -> None:
+async def wait_until(check: Callable[[], bool], timeout_s: float = 5) -> None:
     async def poll() -> None:
-        while not check():  # type: ignore[operator]
+        while not check():
             await asyncio.sleep(0.01)
 
     await asyncio.wait_for(poll(), timeout_s)
