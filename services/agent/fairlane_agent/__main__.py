@@ -31,7 +31,6 @@ from fairlane_runtime.logging import configure_logging
 from fairlane_sim.fleet import FleetSimulator
 
 PROG = "fairlane-agent"
-log = logging.getLogger("fairlane.agent")
 
 
 def _import_pynvml() -> NvmlLib:
