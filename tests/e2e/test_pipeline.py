@@ -59,7 +59,7 @@ def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
         "FAIRLANE_DATA_DIR": str(tmp / "scorer-data"),
     }
     agent_args = ["--nodes", "3", "--node-prefix", prefix, "--degraded-fraction", "0.25"]
-    agent_args += ["--seed", "11", "--metrics-port", "0"]
+    agent_args += ["--seed", "11", "--metrics-port", "0", "--backend", "sim"]
     with (
         service("fairlane_scorer", [], scorer_env, tmp / "scorer.log") as scorer,
         service("fairlane_agent", agent_args, env, tmp / "agent.log"),

@@ -1,28 +1,42 @@
 """A simulated fleet that produces node samples shaped exactly like the real agent's.
 
-Deterministic: the same spec, seed and sequence of ``sample(ts_ms)`` calls give the same
-records. Time is an argument; nothing here reads the clock. A fraction of GPUs is
-thermally degraded (hot, clock held down with the thermal-slowdown reason set), which is
-what the score must catch; each GPU also keeps a hidden ``true_speed`` for evaluations.
+Deterministic: the same spec, scenario, seed and sequence of ``sample(ts_ms)`` calls give
+the same records. Time is an argument; nothing here reads the clock. Scenario times
+count from the first sample. Each GPU has a base speed drawn from PAL's measured
+same-model spread (:mod:`fairlane_sim.variability`) and, at each sample, a hidden true
+speed (:attr:`FleetSimulator.true_speed`) that evaluations compare the score with.
+
+Jobs placed by Fairlane load the GPUs they run on (:meth:`FleetSimulator.start_job`,
+:meth:`FleetSimulator.end_job`, safe to call from another thread): the change takes
+effect at the next sample, as a "job" event that warms the GPU and cools after the end.
+
+``degraded_fraction`` of the GPUs are thermally degraded from the start (a permanent
+thermal event with no ramp): hot, clock held down with the thermal reason bits set,
+which is what the score must catch.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from fairlane_events.gpu_models import CATALOG, GpuModelSpec
 from fairlane_events.records import GpuSample, NodeSample
+from fairlane_sim.physics import DRAWS_PER_SAMPLE, read_gpu
+from fairlane_sim.scenario import Scenario, ScenarioEvent
+from fairlane_sim.variability import sample_speeds
 
-__all__ = ["CLOCK_EVENT_HW_THERMAL", "FleetSimulator", "FleetSpec", "SimGpu"]
+__all__ = ["DEGRADED", "JOB_RAMP_S", "FleetSimulator", "FleetSpec", "SimGpu"]
 
-#: NVML clock-event reason bits the simulator sets.
-CLOCK_EVENT_IDLE = 0x1
-CLOCK_EVENT_HW_THERMAL = 0x40
+#: The permanent episode of a degraded GPU: hardware thermal slowdown halves the clock.
+DEGRADED = ScenarioEvent(kind="thermal", ramp_s=0.0, clock_factor=0.5)
 
-_GIB = 1024**3
+#: How long a GPU takes to warm up under a job, and to cool after it.
+JOB_RAMP_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -47,68 +61,152 @@ class FleetSpec:
 @dataclass(frozen=True)
 class SimGpu:
     node: str
+    node_index: int
     index: int
     uuid: str
     spec: GpuModelSpec
     degraded: bool
-    true_speed: float  # relative to a healthy GPU of the same model (hidden from the score)
+    base_speed: float  # vs. the median GPU of its model (PAL's spread); hidden
+    idle_temp_c: float  # where this GPU sits when nothing happens (its slot's airflow)
 
 
 class FleetSimulator:
-    def __init__(self, spec: FleetSpec) -> None:
+    def __init__(self, spec: FleetSpec, scenario: Scenario | None = None) -> None:
         self.spec = spec
+        self.scenario = scenario or Scenario()
         self._rng = np.random.default_rng(spec.seed)
+        speeds = iter(sample_speeds(self._rng, spec.nodes * spec.gpus_per_node))
         self.gpus: dict[str, list[SimGpu]] = {}
         for n in range(spec.nodes):
             node = f"{spec.node_prefix}-{n:04d}"
             model = CATALOG[spec.models[n % len(spec.models)]]
-            self.gpus[node] = [self._make_gpu(node, i, model) for i in range(spec.gpus_per_node)]
+            self.gpus[node] = [
+                self._make_gpu(node, n, i, model, float(next(speeds)))
+                for i in range(spec.gpus_per_node)
+            ]
+        every = [g for gpus in self.gpus.values() for g in gpus]
+        self._touched: list[tuple[ScenarioEvent, frozenset[str]]] = [
+            (DEGRADED, frozenset(g.uuid for g in every if g.degraded))
+        ]
+        self._touched += [(e, self._choose(e, every)) for e in self.scenario.events]
+        self._start_ms: int | None = None
+        # Job starts and ends from another thread, applied at the next sample; the live
+        # jobs' positions in self._touched, by job id.
+        self._job_changes: deque[tuple[str, frozenset[str] | None, int]] = deque()
+        self._jobs: dict[str, int] = {}
+        #: Each GPU's true speed at the last sample (0 = unusable), by uuid.
+        self.true_speed: dict[str, float] = {}
 
-    def _make_gpu(self, node: str, index: int, model: GpuModelSpec) -> SimGpu:
+    def _make_gpu(
+        self, node: str, node_index: int, index: int, model: GpuModelSpec, speed: float
+    ) -> SimGpu:
         degraded = bool(self._rng.random() < self.spec.degraded_fraction)
         gpu_uuid = uuid.UUID(bytes=self._rng.bytes(16), version=4)
-        # Hardware thermal slowdown roughly halves the SM clock.
-        return SimGpu(node, index, f"GPU-{gpu_uuid}", model, degraded, 0.5 if degraded else 1.0)
+        idle_temp_c = float(self._rng.uniform(32, 45))
+        return SimGpu(
+            node, node_index, index, f"GPU-{gpu_uuid}", model, degraded, speed, idle_temp_c
+        )
+
+    def _choose(self, event: ScenarioEvent, every: list[SimGpu]) -> frozenset[str]:
+        """The GPUs an event touches: its nodes and GPU indices, then a seeded fraction.
+
+        A "silent" event touches whole nodes: it picks among each node's GPU 0.
+        """
+        gpus = (0,) if event.kind == "silent" else event.gpus
+        pool = [
+            g.uuid
+            for g in every
+            if (event.nodes is None or g.node_index in event.nodes)
+            and (gpus is None or g.index in gpus)
+        ]
+        if event.fraction >= 1 or not pool:
+            return frozenset(pool)
+        count = max(1, round(event.fraction * len(pool)))
+        return frozenset(str(u) for u in self._rng.choice(pool, size=count, replace=False))
+
+    def start_job(self, job_id: str, uuids: Iterable[str], ts_ms: int) -> None:
+        """A job runs on ``uuids`` from ``ts_ms`` (GPUs of other fleets are ignored)."""
+        self._job_changes.append((job_id, frozenset(uuids), ts_ms))
+
+    def end_job(self, job_id: str, ts_ms: int) -> None:
+        """The job ended at ``ts_ms``; its GPUs cool down over :data:`JOB_RAMP_S`."""
+        self._job_changes.append((job_id, None, ts_ms))
+
+    def _apply_job_changes(self, elapsed_s: float) -> None:
+        assert self._start_ms is not None
+        while self._job_changes:
+            job_id, uuids, ts_ms = self._job_changes.popleft()
+            at_s = max(0.0, (ts_ms - self._start_ms) / 1000)
+            if uuids is not None and job_id not in self._jobs:
+                self._jobs[job_id] = len(self._touched)
+                self._touched.append((ScenarioEvent("job", start_s=at_s, ramp_s=JOB_RAMP_S), uuids))
+            elif uuids is None and job_id in self._jobs:
+                i = self._jobs.pop(job_id)
+                event, touched = self._touched[i]
+                if at_s <= event.start_s:  # ended before it began in simulated time
+                    event, touched = replace(event, ramp_s=0.0), frozenset()
+                ran_s = max(1e-3, at_s - event.start_s)
+                self._touched[i] = (replace(event, duration_s=ran_s), touched)
+        # Forget jobs that have ended and cooled, so that the event list stays short.
+        live = set(self._jobs.values())
+        kept = [
+            (i, (e, t))
+            for i, (e, t) in enumerate(self._touched)
+            if e.kind != "job"
+            or i in live
+            or elapsed_s < e.start_s + (e.duration_s or 0) + e.ramp_s
+        ]
+        if len(kept) < len(self._touched):
+            moved = {old: new for new, (old, _) in enumerate(kept)}
+            self._touched = [pair for _, pair in kept]
+            self._jobs = {job: moved[i] for job, i in self._jobs.items()}
 
     def sample(self, ts_ms: int, driver_version: str = "sim") -> list[NodeSample]:
-        """One record per node for the collection round at ``ts_ms``."""
-        return [
-            NodeSample(
-                node=node,
-                ts_ms=ts_ms,
-                source="sim",
-                driver_version=driver_version,
-                gpus=[self._sample_gpu(g) for g in gpus],
+        """One record per reporting node for the collection round at ``ts_ms``."""
+        if self._start_ms is None:
+            self._start_ms = ts_ms
+        elapsed_s = (ts_ms - self._start_ms) / 1000
+        self._apply_job_changes(elapsed_s)
+        records = []
+        for gpus in self.gpus.values():
+            draws = self._rng.random((len(gpus), DRAWS_PER_SAMPLE)).tolist()
+            readings = [self._read(g, elapsed_s, d) for g, d in zip(gpus, draws, strict=True)]
+            if self._is_silent(gpus[0], elapsed_s):
+                continue
+            records.append(
+                NodeSample(
+                    node=gpus[0].node,
+                    ts_ms=ts_ms,
+                    source="sim",
+                    driver_version=driver_version,
+                    gpus=readings,
+                )
             )
-            for node, gpus in self.gpus.items()
+        return records
+
+    def _events_of(self, gpu: SimGpu, elapsed_s: float) -> list[tuple[ScenarioEvent, float]]:
+        return [
+            (event, elapsed_s - event.start_s)
+            for event, touched in self._touched
+            if gpu.uuid in touched and elapsed_s >= event.start_s
         ]
 
-    def _sample_gpu(self, gpu: SimGpu) -> GpuSample:
-        s, rng = gpu.spec, self._rng
-        util = float(rng.uniform(0, 4))
-        if gpu.degraded:
-            temp = s.slowdown_temp_c - float(rng.uniform(0, 3))
-            clock, reasons = s.max_sm_clock_mhz * gpu.true_speed, CLOCK_EVENT_HW_THERMAL
-        else:
-            temp = float(rng.uniform(32, 45))
-            clock, reasons = s.max_sm_clock_mhz, CLOCK_EVENT_IDLE
-        total = int(s.mem_gib * _GIB)
-        return GpuSample(
+    def _read(self, gpu: SimGpu, elapsed_s: float, draws: list[float]) -> GpuSample:
+        reading = read_gpu(
             uuid=gpu.uuid,
             index=gpu.index,
-            model=s.nvml_name,
-            gpu_util_pct=round(util, 1),
-            mem_util_pct=round(util / 2, 1),
-            mem_used_bytes=int(total * rng.uniform(0.0, 0.02)),
-            mem_total_bytes=total,
-            sm_active=round(util / 100, 4) if s.has_gpm else None,
-            temp_c=round(temp, 1),
-            slowdown_temp_c=s.slowdown_temp_c,
-            power_w=round(s.power_limit_w * rng.uniform(0.08, 0.15), 1),
-            power_limit_w=s.power_limit_w,
-            sm_clock_mhz=round(clock),
-            max_sm_clock_mhz=s.max_sm_clock_mhz,
-            clock_event_reasons=reasons,
-            ecc_uncorrected_volatile=0,
-            remapped_rows_pending=False,
+            spec=gpu.spec,
+            base_speed=gpu.base_speed,
+            idle_temp_c=gpu.idle_temp_c,
+            events=self._events_of(gpu, elapsed_s),
+            draws=draws,
+        )
+        self.true_speed[gpu.uuid] = reading.true_speed
+        return reading.sample
+
+    def _is_silent(self, first_gpu: SimGpu, elapsed_s: float) -> bool:
+        """A node stops reporting while a "silent" event touching its GPUs is active."""
+        return any(
+            e.kind == "silent" and e.is_active(elapsed_s) and first_gpu.uuid in touched
+            for e, touched in self._touched
         )

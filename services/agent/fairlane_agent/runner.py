@@ -1,4 +1,4 @@
-"""The agent's loop: sample the fleet every interval and publish the round."""
+"""The agent's collection loop: sample every interval and hand the round to delivery."""
 
 from __future__ import annotations
 
@@ -6,49 +6,39 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from fairlane_agent.delivery import Delivery
+from fairlane_agent.metrics import AgentMetrics
+from fairlane_agent.sources import SampleSource
 
-from fairlane_agent.publisher import SamplePublisher
-from fairlane_sim.fleet import FleetSimulator
-
-__all__ = ["AgentMetrics", "run_agent"]
+__all__ = ["run_collection"]
 
 log = logging.getLogger("fairlane.agent")
 
 
-@dataclass(frozen=True)
-class AgentMetrics:
-    registry: CollectorRegistry
-    published: Counter
-    publish_s: Histogram
-
-    @classmethod
-    def create(cls) -> AgentMetrics:
-        r = CollectorRegistry()
-        return cls(
-            registry=r,
-            published=Counter("fairlane_agent_samples_published", "node samples", registry=r),
-            publish_s=Histogram("fairlane_agent_publish_seconds", "round latency", registry=r),
-        )
-
-
-async def run_agent(
-    fleet: FleetSimulator,
-    publisher: SamplePublisher,
+async def run_collection(
+    source: SampleSource,
+    delivery: Delivery,
     interval_s: float,
     metrics: AgentMetrics,
+    *,
     stop: asyncio.Event,
+    clock: Callable[[], float] = time.time,
 ) -> None:
-    """Publish a round at every interval boundary until ``stop`` is set."""
+    """Collect a round every ``interval_s`` until ``stop`` is set.
+
+    Sampling runs in a worker thread: NVML calls block, and a large simulated fleet
+    takes a while; either way the sending loop keeps running meanwhile.
+    """
     while not stop.is_set():
         started = time.monotonic()
-        samples = fleet.sample(int(time.time() * 1000))
-        with metrics.publish_s.time():
-            await publisher.publish(samples)
-        metrics.published.inc(len(samples))
-        log.debug("published %d node samples", len(samples))
+        now_ms = int(clock() * 1000)
+        samples = await asyncio.to_thread(source.sample, now_ms)
+        metrics.samples_read.inc(len(samples))
+        delivery.add(samples, now_ms)
+        metrics.last_round_ts.set(clock())
+        log.debug("collected %d node samples", len(samples))
         delay = max(0.0, interval_s - (time.monotonic() - started))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), delay)

@@ -1,0 +1,1 @@
+"""The agent's pure parts: no asyncio, Kafka, NVML or clock (import-linter checks)."""

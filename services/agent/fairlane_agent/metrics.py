@@ -1,0 +1,60 @@
+"""The agent's Prometheus metrics, on a registry of its own (one per agent instance)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = ["AgentMetrics"]
+
+
+@dataclass(frozen=True)
+class AgentMetrics:
+    registry: CollectorRegistry
+    samples_read: Counter
+    published: Counter
+    buffered: Gauge
+    dropped: Counter
+    nvml_errors: Counter
+    publish_s: Histogram
+    last_round_ts: Gauge
+    placements_skipped: Counter
+
+    @classmethod
+    def create(cls) -> AgentMetrics:
+        r = CollectorRegistry()
+        return cls(
+            registry=r,
+            samples_read=Counter(
+                "fairlane_agent_samples_read", "node samples collected", registry=r
+            ),
+            published=Counter(
+                "fairlane_agent_samples_published", "node samples acknowledged by Kafka", registry=r
+            ),
+            buffered=Gauge(
+                "fairlane_agent_samples_buffered", "node samples waiting for Kafka", registry=r
+            ),
+            dropped=Counter(
+                "fairlane_agent_samples_dropped",
+                "node samples never delivered, oldest first",
+                ["reason"],  # overflow | expired | shutdown
+                registry=r,
+            ),
+            nvml_errors=Counter(
+                "fairlane_agent_nvml_errors", "NVML errors by kind", ["kind"], registry=r
+            ),
+            publish_s=Histogram(
+                "fairlane_agent_publish_seconds", "time to send one batch to Kafka", registry=r
+            ),
+            last_round_ts=Gauge(
+                "fairlane_agent_last_round_timestamp_seconds",
+                "when the last collection round ended",
+                registry=r,
+            ),
+            placements_skipped=Counter(
+                "fairlane_agent_placements_skipped",
+                "placement records the simulator could not decode",
+                registry=r,
+            ),
+        )

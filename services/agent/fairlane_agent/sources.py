@@ -1,0 +1,52 @@
+"""Where samples come from: NVML on a GPU node, else the simulated fleet.
+
+``--backend nvml`` insists on NVML (a node without it is a deployment error: one clear
+message, exit code 2); ``auto`` falls back to the simulator with a warning; ``sim``
+never touches NVML.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+from fairlane_agent.nvml import NvmlCollector, NvmlLib, NvmlUnavailableError
+from fairlane_agent.settings import AgentSettings
+from fairlane_events.records import NodeSample
+from fairlane_sim.fleet import FleetSimulator
+
+__all__ = ["SampleSource", "open_source"]
+
+log = logging.getLogger("fairlane.agent")
+
+
+class SampleSource(Protocol):
+    def sample(self, ts_ms: int) -> list[NodeSample]:
+        """One record per node for the round at ``ts_ms``."""
+        ...
+
+
+@contextlib.contextmanager
+def open_source(
+    settings: AgentSettings, load_nvml: Callable[[], NvmlLib], on_nvml_error: Callable[[str], None]
+) -> Iterator[SampleSource]:
+    """The configured source; NVML is shut down on exit. Raises NvmlUnavailableError."""
+    if settings.backend != "sim":
+        try:
+            collector = NvmlCollector(load_nvml(), settings.node_name, on_nvml_error)
+        except NvmlUnavailableError as exc:
+            if settings.backend == "nvml":
+                raise
+            log.warning("%s; --backend auto falls back to the simulated fleet", exc)
+        else:
+            log.info("NVML: %d GPUs, driver %s", collector.gpu_count, collector.driver_version)
+            try:
+                yield collector
+            finally:
+                collector.close()
+            return
+    scenario = settings.load_scenario()
+    log.info("simulated fleet, scenario %r", scenario.name)
+    yield FleetSimulator(settings.fleet_spec(scenario), scenario)

@@ -1,0 +1,97 @@
+"""Simulation closes the loop: a placement on the placements topic loads the simulated
+GPU it names, in the records the agent publishes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from fairlane_agent.__main__ import run
+from fairlane_agent.settings import AgentSettings
+from fairlane_events.codec import decode, encode
+from fairlane_events.records import GpuSlot, NodeAssignment, NodeSample, PlacementEvent
+from fairlane_events.topics import NODE_SAMPLES, PLACEMENTS, STREAM_PARTITIONS
+from fairlane_sim.fleet import FleetSimulator
+
+pytestmark = pytest.mark.integration
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def send(bootstrap: str, event: PlacementEvent) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(PLACEMENTS, encode(event), key=event.placement_id.encode())
+    finally:
+        await producer.stop()
+
+
+def placement(pid: str, kind: str, node: str, uuid: str, ts_ms: int) -> PlacementEvent:
+    assignment = NodeAssignment(
+        node=node,
+        node_rank=0,
+        gpus=[GpuSlot(uuid=uuid, index=0)],
+        cuda_visible_devices="0",
+        master_addr=node,
+        master_port=29500,
+        world_size=1,
+    )
+    return PlacementEvent(
+        placement_id=pid, job_id=pid, namespace="t", event=kind, ts_ms=ts_ms, nodes=[assignment]
+    )
+
+
+async def utilisation_reaches(bootstrap: str, node: str, check: Callable[[float], bool]) -> None:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(NODE_SAMPLES, p) for p in range(STREAM_PARTITIONS)]
+        consumer.assign(partitions)
+        await consumer.seek_to_end(*partitions)
+        async with asyncio.timeout(30):
+            while True:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    for r in records:
+                        if r.key == node.encode():
+                            util = decode(NodeSample, r.value).gpus[0].gpu_util_pct or 0.0
+                            if check(util):
+                                return
+    finally:
+        await consumer.stop()
+
+
+async def test_a_placed_job_loads_its_simulated_gpu_until_released(
+    kafka_bootstrap: str, unique: str
+) -> None:
+    settings = AgentSettings(
+        backend="sim",
+        nodes=1,
+        gpus_per_node=2,
+        degraded_fraction=0,
+        seed=4,
+        node_prefix=f"loop-{unique}",
+        interval_s=0.2,
+        metrics_port=0,
+        kafka_bootstrap_servers=kafka_bootstrap,
+    )
+    node = f"loop-{unique}-0000"
+    gpu = FleetSimulator(settings.fleet_spec()).gpus[node][0]  # same seed, same uuids
+    stop = asyncio.Event()
+    agent = asyncio.create_task(run(settings, lambda: None, stop))
+    try:
+        await utilisation_reaches(kafka_bootstrap, node, lambda u: u < 5)
+        pid = f"p-{unique}"
+        await send(kafka_bootstrap, placement(pid, "created", node, gpu.uuid, now_ms()))
+        await utilisation_reaches(kafka_bootstrap, node, lambda u: u >= 92)
+        await send(kafka_bootstrap, placement(pid, "released", node, gpu.uuid, now_ms()))
+        await utilisation_reaches(kafka_bootstrap, node, lambda u: u < 5)
+    finally:
+        stop.set()
+        await asyncio.wait_for(agent, 20)

@@ -1,0 +1,68 @@
+"""The nvml backend end to end: the real agent (collector, delivery, publisher) on the
+pynvml twin, into a real Kafka, read back from the topic."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from fairlane_agent.__main__ import run
+from fairlane_agent.settings import AgentSettings
+from fairlane_events.codec import decode
+from fairlane_events.records import NodeSample
+from fairlane_events.topics import NODE_SAMPLES, STREAM_PARTITIONS
+from tests.fakes.nvml import FakeNvml, h100, t4
+
+pytestmark = pytest.mark.integration
+
+
+async def records_of(bootstrap: str, node: str, count: int) -> list[NodeSample]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(NODE_SAMPLES, p) for p in range(STREAM_PARTITIONS)]
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        found: list[NodeSample] = []
+        async with asyncio.timeout(30):
+            while len(found) < count:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    found += [
+                        decode(NodeSample, r.value) for r in records if r.key == node.encode()
+                    ]
+        return found
+    finally:
+        await consumer.stop()
+
+
+async def test_nvml_backend_publishes_what_the_gpus_report(
+    kafka_bootstrap: str, unique: str
+) -> None:
+    node = f"gpu-node-{unique}"
+    lost = t4("GPU-t4-lost")
+    nvml = FakeNvml([h100("GPU-h100-a"), lost])
+    settings = AgentSettings(
+        backend="nvml",
+        node_name=node,
+        interval_s=0.2,
+        metrics_port=0,
+        kafka_bootstrap_servers=kafka_bootstrap,
+    )
+    stop = asyncio.Event()
+    agent = asyncio.create_task(run(settings, lambda: nvml, stop))
+    first = await records_of(kafka_bootstrap, node, 1)
+    lost.lost = True
+    later = await records_of(kafka_bootstrap, node, 6)
+    stop.set()
+    await asyncio.wait_for(agent, 20)
+    assert nvml.calls["nvmlShutdown"] == 1
+    h100_sample, t4_sample = first[0].gpus
+    assert first[0].source == "nvml"
+    assert first[0].driver_version == "570.124.06"
+    assert h100_sample.sm_active == pytest.approx(0.425)
+    assert t4_sample.ecc_uncorrected_volatile is None
+    assert t4_sample.healthy
+    assert not later[-1].gpus[1].healthy
+    assert later[-1].gpus[0].healthy

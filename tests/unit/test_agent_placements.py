@@ -1,0 +1,50 @@
+"""Which placement events start and end simulated jobs."""
+
+from __future__ import annotations
+
+import pytest
+
+from fairlane_agent.placements import apply_placement
+from fairlane_events.records import GpuSlot, NodeAssignment, PlacementEvent
+from fairlane_sim.fleet import FleetSimulator, FleetSpec
+
+T0 = 1_700_000_000_000
+
+
+def event(kind: str, uuid: str) -> PlacementEvent:
+    node = NodeAssignment(
+        node="n",
+        node_rank=0,
+        gpus=[GpuSlot(uuid=uuid, index=0)],
+        cuda_visible_devices="0",
+        master_addr="n",
+        master_port=29500,
+        world_size=1,
+    )
+    return PlacementEvent(
+        placement_id="p", job_id="j", namespace="t", event=kind, ts_ms=T0, nodes=[node]
+    )
+
+
+def busy_after(*kinds: str) -> bool:
+    sim = FleetSimulator(FleetSpec(nodes=1, gpus_per_node=1, degraded_fraction=0))
+    uuid = sim.gpus["sim-node-0000"][0].uuid
+    for kind in kinds:
+        apply_placement(sim, event(kind, uuid))
+    return (sim.sample(T0 + 1000)[0].gpus[0].gpu_util_pct or 0) >= 92
+
+
+@pytest.mark.parametrize(
+    ("kinds", "busy"),
+    [
+        (("created",), True),
+        (("pending",), False),
+        (("created", "released"), False),
+        (("created", "expired"), False),
+        (("created", "failed"), False),
+    ],
+)
+def test_created_starts_a_job_and_released_expired_failed_end_it(
+    kinds: tuple[str, ...], busy: bool
+) -> None:
+    assert busy_after(*kinds) is busy

@@ -1,0 +1,45 @@
+"""The agent's settings: scenario choice and what wins over what."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fairlane_agent.settings import AgentSettings
+from fairlane_sim.scenario import ScenarioError
+
+
+def settings(*flags: str) -> AgentSettings:
+    return AgentSettings(_cli_parse_args=list(flags), _cli_kebab_case=True)
+
+
+def test_shipped_scenario_by_name_sets_the_fleet_unless_a_flag_says_otherwise() -> None:
+    chosen = settings("--scenario", "failing-gpu", "--gpus-per-node", "2")
+    spec = chosen.fleet_spec(chosen.load_scenario())
+    assert (spec.nodes, spec.gpus_per_node, spec.models) == (4, 2, ("A100-80GB", "H100"))
+
+
+def test_environment_also_wins_over_the_scenario(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAIRLANE_NODES", "3")
+    chosen = settings("--scenario", "hot-aisle")
+    assert chosen.fleet_spec(chosen.load_scenario()).nodes == 3
+
+
+def test_scenario_file_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "mine.toml"
+    path.write_text('name = "mine"\n[fleet]\nnodes = 2\n[[events]]\nkind = "spike"\n')
+    scenario = settings("--scenario", str(path)).load_scenario()
+    assert (scenario.name, scenario.fleet, len(scenario.events)) == ("mine", {"nodes": 2}, 1)
+
+
+def test_missing_scenario_file_is_named() -> None:
+    with pytest.raises(ScenarioError, match=r"scenario file not found: nowhere\.toml"):
+        settings("--scenario", "nowhere.toml").load_scenario()
+
+
+def test_no_scenario_is_a_calm_fleet_from_the_flags() -> None:
+    chosen = settings("--nodes", "2")
+    scenario = chosen.load_scenario()
+    assert scenario.events == ()
+    assert chosen.fleet_spec(scenario).nodes == 2
