@@ -136,11 +136,16 @@ class NodeDetailOut(BaseModel):
     gpus: list[GpuOut]
 
 
+_MAX_GPUS = 10_000_000  # far beyond any fleet, well inside Postgres integer
+
+
 class QuotaIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    max_gpus: Annotated[int, Field(ge=0)] | None = Field(None, description="none: no limit")
-    max_gpus_per_model: dict[str, Annotated[int, Field(ge=0)]] = Field(
+    max_gpus: Annotated[int, Field(ge=0, le=_MAX_GPUS)] | None = Field(
+        None, description="none: no limit"
+    )
+    max_gpus_per_model: dict[str, Annotated[int, Field(ge=0, le=_MAX_GPUS)]] = Field(
         default_factory=dict, description="catalogue key (or NVML name) -> GPUs at once"
     )
 
