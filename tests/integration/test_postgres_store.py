@@ -1,3 +1,4 @@
+import asyncio
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -10,9 +11,11 @@ from fairlane_scheduler.adapters.migrations import (
     apply_migrations,
     load_migrations,
 )
+from fairlane_scheduler.adapters.outbox import OutboxRelay
 from fairlane_scheduler.adapters.store import PlacementStore, connect_pool
 from fairlane_scheduler.core.model import Placement, PlacementRequest
 from fairlane_scheduler.errors import AllocationConflictError, DatabaseUnavailableError
+from tests.integration.test_scheduler_api import placement_events
 
 pytestmark = pytest.mark.integration
 
@@ -106,3 +109,26 @@ async def test_database_forbids_two_live_placements_on_one_port(pool: asyncpg.Po
 async def test_unreachable_postgres_gives_a_clear_error() -> None:
     with pytest.raises(DatabaseUnavailableError, match=r"not reachable.*postgres.sh up"):
         await connect_pool("postgresql://postgres@127.0.0.1:1/x")
+
+
+async def test_events_committed_while_no_relay_runs_are_published_later(
+    pool: asyncpg.Pool, kafka_bootstrap: str
+) -> None:
+    """A scheduler that dies between commit and publish loses nothing: the next relay
+    (any replica) publishes what the outbox holds, then marks it."""
+    store = PlacementStore(pool)
+    await store.insert(placement(P1, "job-1", ["g1"]), REQUEST)
+    await store.end(P1, "released", now_ms=2)
+    relay = OutboxRelay(pool, kafka_bootstrap, idle_poll_s=0.1)
+    await relay.start()
+    try:
+        events = await placement_events(kafka_bootstrap, P1, 2)
+        for _ in range(100):
+            if relay.published == 2:
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        await relay.stop()
+    assert [e.event for e in events] == ["created", "released"]
+    unpublished = await pool.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL")
+    assert unpublished == 0
