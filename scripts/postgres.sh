@@ -10,7 +10,8 @@
 # `up` prints DATABASE_URL=... on stdout (messages go to stderr), so
 #   export "$(scripts/postgres.sh up)"   works.
 # Env: PG_PORT (55432), PG_DATABASE (fairlane), PG_START_TIMEOUT (60 s),
-#      PG_PURGE=1 (same as down --purge), FAIRLANE_STATE_DIR (<repo>/.local).
+#      PG_PURGE=1 (same as down --purge), FAIRLANE_STATE_DIR (<repo>/.local),
+#      PG_DURABLE=1 (fsync and synchronous commits on, for benchmarks).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -134,8 +135,12 @@ cmd_up() {
   if (exec 3<>"/dev/tcp/127.0.0.1/$PG_PORT") 2>/dev/null; then
     die "port $PG_PORT is in use by another process (set PG_PORT)"
   fi
-  local opts="-c listen_addresses=127.0.0.1 -p $PG_PORT -k '$INST' -c fsync=off"
-  opts+=" -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+  local opts="-c listen_addresses=127.0.0.1 -p $PG_PORT -k '$INST' -c max_connections=200"
+  if [[ ${PG_DURABLE:-0} == 1 ]]; then # benchmarks: commits really reach the disk
+    opts+=" -c fsync=on -c synchronous_commit=on -c full_page_writes=on"
+  else
+    opts+=" -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+  fi
   if ! as_pg "$PG_BIN/pg_ctl" -D "$INST/data" -l "$INST/postgres.log" -w -t "$PG_START_TIMEOUT" \
       -o "$opts" start >"$INST/pg_ctl.log" 2>&1 9>&-; then
     cat "$INST/pg_ctl.log" >&2

@@ -61,6 +61,7 @@ def judge_nodes(
             fitting_static &= ~mask
     static_count = per_node(fitting_static)
     healthy_count = per_node(fitting_static & (fleet.score[:n] > 0))
+    why = {r: per_node(m) for r, m in masks if r not in _STATIC}  # per node, per reason
     node_ids, top, _ = best_per_node(fleet, ok, want)
     capacity = dict(zip(node_ids.tolist(), fleet.capacity[top].min(axis=1).tolist(), strict=True))
     verdicts = {}
@@ -81,9 +82,7 @@ def judge_nodes(
                 False, True, f"{healthy_count[node_id]} healthy GPUs, need {want}"
             )
         else:
-            on_node = fleet.node[:n] == node_id
-            why = {r: int(np.count_nonzero(m & on_node)) for r, m in masks if r not in _STATIC}
-            detail = ", ".join(f"{c} {r}" for r, c in why.items() if c)
+            detail = ", ".join(f"{c[node_id]} {r}" for r, c in why.items() if c[node_id])
             verdicts[name] = NodeVerdict(
                 False, False, f"fewer than {want} qualifying GPUs ({detail})"
             )

@@ -52,6 +52,8 @@ class FleetView:
         self.index = np.zeros(capacity, dtype=np.int32)
         self.dropped_ms = np.full(capacity, NEVER, dtype=np.int64)  # last record below
         self.recovered_ms = np.full(capacity, NEVER, dtype=np.int64)  # first at/above since
+        self._by_node: npt.NDArray[np.intp] | None = None  # rows by node, best score first
+        self._name_rank: npt.NDArray[np.intp] | None = None  # node id -> rank of its name
 
     def __len__(self) -> int:
         return self._n
@@ -78,6 +80,7 @@ class FleetView:
         spec = find_model(score.model)
         self.model[r] = self._intern(self._model_id, self.models, spec.key if spec else score.model)
         self.index[r] = score.index
+        self._by_node = None
         if score.score < self.stability.threshold:
             self.dropped_ms[r] = score.ts_ms
             self.recovered_ms[r] = NEVER
@@ -96,6 +99,20 @@ class FleetView:
             (recovered == NEVER) | (now_ms - recovered < window_ms)
         )
         return cooling
+
+    def rows_by_node(self) -> npt.NDArray[np.intp]:
+        """All rows grouped by node, best score first within a node (then GPU index).
+        Sorted again only after scores changed, not on every decision."""
+        if self._by_node is None:
+            n = self._n
+            self._by_node = np.lexsort((self.index[:n], -self.score[:n], self.node[:n]))
+        return self._by_node
+
+    def name_rank(self) -> npt.NDArray[np.intp]:
+        """node id -> position of its name in sorted order (deterministic tie-breaks)."""
+        if self._name_rank is None or len(self._name_rank) != len(self.nodes):
+            self._name_rank = np.argsort(np.argsort(np.array(self.nodes)))
+        return self._name_rank
 
     def node_id(self, name: str) -> int | None:
         return self._node_id.get(name)

@@ -127,9 +127,12 @@ def best_per_node(
 ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], int]:
     """Nodes with at least ``per_node`` qualifying rows, their best rows (nodes x per_node,
     best score first), and how many qualifying rows sit on nodes with too few."""
-    rows = np.flatnonzero(ok)
-    rows = rows[np.lexsort((fleet.index[rows], -fleet.score[rows], fleet.node[rows]))]
-    node_ids, starts, counts = np.unique(fleet.node[rows], return_index=True, return_counts=True)
+    order = fleet.rows_by_node()
+    rows = order[ok[order]]
+    nodes = fleet.node[rows]
+    starts = np.flatnonzero(np.r_[True, nodes[1:] != nodes[:-1]]) if len(rows) else rows
+    counts = np.diff(np.r_[starts, len(rows)])
+    node_ids = nodes[starts].astype(np.intp)
     enough = counts >= per_node
     top = rows[starts[enough][:, None] + np.arange(per_node)]
     return node_ids[enough], top, int(counts[~enough].sum())
@@ -153,7 +156,7 @@ def choose(
         return NoPlacement(dict(rejected), f"need {wanted}, found {len(node_ids)}")
     min_cap = fleet.capacity[top].min(axis=1)
     total_cap = fleet.capacity[top].sum(axis=1)
-    name_rank = np.argsort(np.argsort(np.array([fleet.nodes[i] for i in node_ids])))
+    name_rank = fleet.name_rank()[node_ids]
     if shape.policy == "fastest":
         primary = -min_cap
     else:

@@ -1,0 +1,218 @@
+"""Scheduler benchmark (not a test).
+
+1. Placements per second and POST latency (p50/p99), each placement followed by its
+   release, with durable commits, at fleets of 1k, 10k and 100k GPUs; as a ratio to the
+   commit rate pgbench measures on the same Postgres in the same run.
+2. Extender filter + prioritize latency (p99) for 5,000 candidate nodes.
+3. Scheduler RSS with the largest fleet loaded.
+
+The scheduler runs in this process (its real lifespan: scores follower, pool, relay,
+housekeeping) behind httpx's ASGI transport, so HTTP parsing is in and sockets are out.
+Run it against a broker and a durable Postgres of its own (see docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import re
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import urlparse
+
+import asyncpg
+import httpx
+import numpy as np
+from aiokafka import AIOKafkaProducer
+
+from fairlane_events.codec import encode
+from fairlane_events.records import GpuScore
+from fairlane_events.topics import GPU_SCORES
+from fairlane_runtime.kafka import ensure_topics
+from fairlane_scheduler.app import create_app
+from fairlane_scheduler.settings import SchedulerSettings
+
+GPUS_PER_NODE = 8
+GIB = 1024**3
+
+
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def pgbench_tps(dsn: str, clients: int, seconds: int) -> float:
+    """Commits per second of pgbench's simple-update transaction on the same server."""
+    url = urlparse(dsn)
+    pgbench = next(Path("/usr/lib/postgresql").glob("*/bin/pgbench"))
+    conn = [
+        "-h",
+        url.hostname or "127.0.0.1",
+        "-p",
+        str(url.port or 5432),
+        "-U",
+        url.username or "postgres",
+    ]
+    db = url.path.lstrip("/")
+    subprocess.run([pgbench, *conn, "-i", "-q", "-s", "1", db], check=True, capture_output=True)
+    out = subprocess.run(
+        [pgbench, *conn, "-N", "-c", str(clients), "-j", "2", "-T", str(seconds), db],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    match = re.search(r"tps = ([\d.]+) \(without initial connection time\)", out)
+    assert match, out
+    return float(match.group(1))
+
+
+async def fresh_database(server_dsn: str) -> str:
+    name = f"bench_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(server_dsn)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    await admin.close()
+    return f"{server_dsn.rsplit('/', 1)[0]}/{name}"
+
+
+async def publish_fleet(bootstrap: str, prefix: str, gpus: int) -> None:
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, linger_ms=50, max_batch_size=512 * 1024
+    )
+    await producer.start()
+    now = int(time.time() * 1000)
+    rng = np.random.default_rng(0)
+    try:
+        futures = []
+        for i in range(gpus):
+            score = float(rng.uniform(0.5, 1.0))
+            record = GpuScore(
+                node=f"{prefix}-{i // GPUS_PER_NODE:05d}",
+                uuid=f"GPU-{prefix}-{i}",
+                index=i % GPUS_PER_NODE,
+                model="NVIDIA H100 80GB HBM3",
+                score=score,
+                speed=2.6,
+                effective_capacity=score * 2.6,
+                components={},
+                samples_in_window=10,
+                stale=False,
+                mem_total_bytes=80 * GIB,
+                ts_ms=now,
+            )
+            futures.append(
+                await producer.send(GPU_SCORES, encode(record), key=record.uuid.encode())
+            )
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q)) * 1000 if values else float("nan")
+
+
+async def place_and_release(
+    client: httpx.AsyncClient, seconds: float, worker: int
+) -> tuple[int, list[float]]:
+    placed, latencies, n = 0, [], 0
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        n += 1
+        body = {"job_id": f"w{worker}-{n}", "gpus_per_node": 1 + n % 4}
+        started = time.perf_counter()
+        answer = await client.post("/v1/placements", json=body)
+        latencies.append(time.perf_counter() - started)
+        if answer.status_code == 201:
+            placed += 1
+            await client.delete(f"/v1/placements/{answer.json()['id']}")
+    return placed, latencies
+
+
+async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
+    prefix = f"b{gpus}-{uuid.uuid4().hex[:6]}"
+    await publish_fleet(args.bootstrap, prefix, gpus)
+    dsn = await fresh_database(args.database_url)
+    settings = SchedulerSettings(
+        kafka_bootstrap_servers=args.bootstrap,
+        database_url=dsn,
+        auth_disabled=True,
+        db_pool_max=args.clients + 4,
+        stale_after_s=3600,
+    )
+    app = create_app(settings)
+    result: dict[str, float] = {"gpus": gpus}
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://bench"
+        ) as client,
+    ):
+        fleet = app.state.runtime.fleet
+        while sum(1 for u in fleet.row if u.startswith(f"GPU-{prefix}-")) < gpus:
+            await asyncio.sleep(0.5)
+        result["rss_mib"] = rss_mib()
+        outcomes = await asyncio.gather(
+            *(place_and_release(client, args.seconds, w) for w in range(args.clients))
+        )
+        placed = sum(p for p, _ in outcomes)
+        latencies = [x for _, lat in outcomes for x in lat]
+        result |= {
+            "placements_per_s": placed / args.seconds,
+            "p50_ms": percentile(latencies, 50),
+            "p99_ms": percentile(latencies, 99),
+        }
+        if gpus >= args.extender_nodes * GPUS_PER_NODE:
+            names = sorted({g.node for g in fleet.records.values() if g.node.startswith(prefix)})
+            pod = {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}
+            call = {"Pod": pod, "NodeNames": names[: args.extender_nodes]}
+            timings = []
+            for _ in range(args.extender_calls):
+                started = time.perf_counter()
+                await client.post("/v1/extender/filter", json=call)
+                await client.post("/v1/extender/prioritize", json=call)
+                timings.append(time.perf_counter() - started)
+            result["extender_p50_ms"] = percentile(timings, 50)
+            result["extender_p99_ms"] = percentile(timings, 99)
+    return result
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--bootstrap", default="127.0.0.1:39092")
+    parser.add_argument("--database-url", default="postgresql://postgres@127.0.0.1:55437/fairlane")
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--extender-nodes", type=int, default=5000)
+    parser.add_argument("--extender-calls", type=int, default=200)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.ERROR)
+    await ensure_topics(args.bootstrap)
+    commit_tps = pgbench_tps(args.database_url, args.clients, int(args.seconds))
+    print(f"pgbench simple-update, {args.clients} clients: {commit_tps:,.0f} commits/s (durable)")
+    print(f"rss at start: {rss_mib():.0f} MiB, pid {os.getpid()}")
+    for gpus in (int(s) for s in args.sizes.split(",")):
+        r = await run_size(args, gpus)
+        line = (
+            f"{gpus:>7,} GPUs: {r['placements_per_s']:7.1f} placements/s "
+            f"(ratio to pgbench commits {r['placements_per_s'] / commit_tps:.3f}), "
+            f"POST p50 {r['p50_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms, RSS {r['rss_mib']:.0f} MiB"
+        )
+        if "extender_p99_ms" in r:
+            line += (
+                f"; extender filter+prioritize for {args.extender_nodes} nodes: "
+                f"p50 {r['extender_p50_ms']:.1f} ms p99 {r['extender_p99_ms']:.1f} ms"
+            )
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
