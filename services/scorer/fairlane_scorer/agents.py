@@ -71,7 +71,7 @@ class ScoringAgents:
             now_ms=now_ms(),
         )
         await self.dead_letters.send(value=encode(record))
-        self.metrics.dead_lettered.labels(msg.topic).inc()
+        self.metrics.dead_lettered.inc()
         log.warning("dead-lettered %s[%d]@%d: %s", msg.topic, msg.partition, msg.offset, error)
 
     async def on_sample(self, event: faust.EventT[Any]) -> None:

@@ -33,10 +33,7 @@ class ScorerMetrics:
             registry=r,
             records_in=c("fairlane_scorer_records_in", "node-sample records read", registry=r),
             dead_lettered=c(
-                "fairlane_scorer_dead_lettered",
-                "records sent to the dead-letter topic",
-                ["topic"],
-                registry=r,
+                "fairlane_scorer_dead_lettered", "records sent to the dead-letter topic", registry=r
             ),
             duplicates=c(
                 "fairlane_scorer_duplicates_ignored",
