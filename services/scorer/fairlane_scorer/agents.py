@@ -81,6 +81,10 @@ class ScoringAgents:
         except DecodeError as exc:
             await self.reject(event, str(exc))
             return
+        if event.message.key != sample.node.encode():
+            # Keyed otherwise, it may sit in another partition than its node's state.
+            await self.reject(event, f"key {event.message.key!r} is not the node {sample.node!r}")
+            return
         await self.score_node(sample)
 
     async def score_node(self, sample: NodeSample) -> None:
