@@ -90,6 +90,9 @@ def create_app(settings: ScorerSettings, metrics: ScorerMetrics | None = None) -
     metrics = metrics or ScorerMetrics.create()
     app = _faust_app(settings)
     agents = _agents(app, settings, metrics)
+    metrics.assigned_partitions.set_function(
+        lambda: sum(tp.topic == topics.NODE_SAMPLES for tp in app.assignor.assigned_actives())
+    )
     samples = app.topic(
         topics.NODE_SAMPLES,
         partitions=topics.STREAM_PARTITIONS,

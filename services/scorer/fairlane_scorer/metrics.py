@@ -24,6 +24,7 @@ class ScorerMetrics:
     processing_s: Histogram
     record_age_s: Histogram
     lag: Gauge
+    assigned_partitions: Gauge
 
     @classmethod
     def create(cls) -> ScorerMetrics:
@@ -63,6 +64,11 @@ class ScorerMetrics:
                 "fairlane_scorer_consumer_lag",
                 "node-sample records behind the partition's high watermark",
                 ["partition"],
+                registry=r,
+            ),
+            assigned_partitions=Gauge(
+                "fairlane_scorer_assigned_partitions",
+                "node-sample partitions this worker owns now",
                 registry=r,
             ),
         )
