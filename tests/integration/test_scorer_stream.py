@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -19,7 +22,9 @@ from fairlane_events.records import (
     NodeSample,
     PlacementEvent,
 )
-from fairlane_events.topics import DEAD_LETTER, NODE_SAMPLES
+from fairlane_events.topics import DEAD_LETTER, NODE_SAMPLES, TopicSpec
+from fairlane_runtime.kafka import ensure_topics
+from fairlane_scorer.app import placements_by_node_topic
 from tests.factories import gpu_sample
 from tests.scorer_harness import (
     Scorer,
@@ -196,3 +201,21 @@ async def test_quiet_gpu_flips_to_stale_on_time(
             flipped_after_s = time.time() - ts / 1000
     assert not scores[0].stale
     assert 3 <= flipped_after_s < 3 + 1 + 5  # deadline + scan interval + slack
+
+
+async def test_worker_refuses_to_start_when_its_topic_has_other_partitions(
+    kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    app_id = f"scorer-mismatch-{unique}"
+    await ensure_topics(kafka_bootstrap, [TopicSpec(placements_by_node_topic(app_id), 3)])
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "FAIRLANE_APP_ID": app_id}
+    env["FAIRLANE_DATA_DIR"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "fairlane_scorer"],
+        env=env,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert b"has 3 partitions, expected 8" in done.stderr

@@ -18,17 +18,28 @@ Tables, both co-partitioned with ``fairlane.node-samples.v1`` (key = node):
 from __future__ import annotations
 
 import time
+from types import MappingProxyType
 from typing import Any
 
 import faust
 from prometheus_client import generate_latest
 
 from fairlane_events import topics
+from fairlane_events.topics import TopicSpec
 from fairlane_scorer.agents import ScoringAgents, now_ms
 from fairlane_scorer.metrics import ScorerMetrics
 from fairlane_scorer.settings import ScorerSettings
 
-__all__ = ["create_app", "placements_by_node_topic"]
+__all__ = [
+    "ALLOCATIONS_TABLE",
+    "WINDOWS_TABLE",
+    "create_app",
+    "placements_by_node_topic",
+    "scorer_topics",
+]
+
+WINDOWS_TABLE = "gpu-windows"
+ALLOCATIONS_TABLE = "node-allocations"
 
 
 def _broker_urls(bootstrap: str) -> list[str]:
@@ -38,6 +49,22 @@ def _broker_urls(bootstrap: str) -> list[str]:
 def placements_by_node_topic(app_id: str) -> str:
     """The scorer's internal topic of placement events keyed by node."""
     return f"{app_id}-placements-by-node"
+
+
+def scorer_topics(app_id: str) -> list[TopicSpec]:
+    """The scorer's own topics (the re-keyed placements, the tables' changelogs), to be
+    created and checked with the wire topics before the worker starts: a consumer that
+    subscribes before Faust has declared them ignores them for good ("Ignoring missing
+    topic"), and a changelog with another partition count than its source crash-loops
+    the agent."""
+    compacted = MappingProxyType({"cleanup.policy": "compact"})
+    return [
+        TopicSpec(placements_by_node_topic(app_id), topics.STREAM_PARTITIONS),
+        *(
+            TopicSpec(f"{app_id}-{table}-changelog", topics.STREAM_PARTITIONS, compacted)
+            for table in (WINDOWS_TABLE, ALLOCATIONS_TABLE)
+        ),
+    ]
 
 
 def _faust_app(settings: ScorerSettings) -> faust.App:
@@ -72,8 +99,8 @@ def _agents(app: faust.App, settings: ScorerSettings, metrics: ScorerMetrics) ->
         by_node=raw_topic(
             placements_by_node_topic(settings.app_id), partitions=partitions, internal=True
         ),
-        windows=app.Table("gpu-windows", default=None, partitions=partitions),
-        allocations=app.Table("node-allocations", default=None, partitions=partitions),
+        windows=app.Table(WINDOWS_TABLE, default=None, partitions=partitions),
+        allocations=app.Table(ALLOCATIONS_TABLE, default=None, partitions=partitions),
     )
 
 
