@@ -27,8 +27,8 @@ from tests.scorer_harness import Scorer, eventually, produce_samples, read_score
 pytestmark = pytest.mark.integration
 
 NODES, ROUNDS, STEP_MS = 6, 24, 30_000
-#: After a rebalance, Faust recovers tables before its agents resume: let that finish
-#: (see docs/scoring.md, "Known limits").
+#: Records flowing while the second worker's rebalance settles can lose samples
+#: (docs/scoring.md, "Known limits"): produce once the assignment is stable.
 SETTLE_S = 5.0
 CONFIG = ScoreConfig()  # the scorer's defaults
 
@@ -89,9 +89,9 @@ def last_rounds_seen(stream: list[NodeSample]) -> object:
 
 @pytest.mark.xfail(
     strict=False,
-    reason="known, open: about one run in three, a GPU scored right after the restart "
-    "misses samples the killed worker had processed (Faust changelog recovery vs. committed "
-    "offsets; docs/scoring.md, Known limits). Runs every time so that a fix shows as XPASS.",
+    reason="known, open: about one run in three, the restarted worker scores a GPU on a "
+    "window missing a sample the killed one processed; an offset can be committed ahead of "
+    "its changelog write (docs/scoring.md, Known limits). Runs every time: a fix shows as XPASS.",
 )
 async def test_kill_9_mid_stream_then_restart_gives_the_uninterrupted_scores(
     kafka_bootstrap: str, unique: str, tmp_path: Path
