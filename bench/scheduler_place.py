@@ -154,7 +154,7 @@ async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
         ) as client,
     ):
         fleet = app.state.runtime.fleet
-        while sum(1 for u in fleet.row if u.startswith(f"GPU-{prefix}-")) < gpus:
+        while sum(1 for u in fleet.row if u.startswith(f"GPU-{prefix}-")) < gpus:  # noqa: ASYNC110
             await asyncio.sleep(0.5)
         result["rss_mib"] = rss_mib()
         outcomes = await asyncio.gather(

@@ -8,14 +8,14 @@ import pytest
 from fairlane_scoring.components import (
     bandwidth_headroom,
     clock_health,
+    component_scores,
     compute_headroom,
     health_gate,
-    instant_score,
     memory_headroom,
     power_headroom,
     thermal_headroom,
 )
-from fairlane_scoring.config import DEFAULT_WEIGHTS, ScoreConfig
+from fairlane_scoring.config import COMPONENTS, ScoreConfig
 from fairlane_scoring.decay import decay_weights, decayed_mean
 from tests.factories import gpu_sample
 
@@ -82,16 +82,12 @@ def test_health_gate(sample, previous_ecc: int | None, expected: float) -> None:
     assert health_gate(sample, previous_ecc) == expected
 
 
-def test_instant_score_renormalises_over_present_components() -> None:
-    weights = DEFAULT_WEIGHTS
-    full = dict.fromkeys(weights, 1.0)
-    assert instant_score(full, weights, gate=1.0) == 1.0
-    partial = {**full, "compute": None, "power": None, "clock": 0.5}
-    present = {k: v for k, v in partial.items() if v is not None}
-    expected = sum(weights[k] * v for k, v in present.items()) / sum(weights[k] for k in present)
-    assert instant_score(partial, weights, gate=1.0) == pytest.approx(expected)
-    assert instant_score(full, weights, gate=0.0) == 0.0
-    assert instant_score(dict.fromkeys(weights), weights, gate=1.0) == 0.0
+def test_component_scores_follow_the_component_order() -> None:
+    sample = gpu_sample(sm_active=None, gpu_util_pct=40.0, mem_util_pct=None)
+    got = dict(zip(COMPONENTS, component_scores(sample, thermal_margin_c=20.0), strict=True))
+    assert got["compute"] == pytest.approx(0.6)
+    assert got["bandwidth"] is None
+    assert got["clock"] == 1.0
 
 
 def test_default_decay_puts_70_percent_of_weight_in_the_last_5_minutes() -> None:

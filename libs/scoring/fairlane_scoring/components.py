@@ -1,32 +1,32 @@
 """Component scores of one GPU sample, each in 0..1 (1 = healthy, free).
 
 Each function is one formula; ``None`` in means "metric not reported" and gives ``None``
-out, so the instant score renormalises over what the GPU supports.
+out, so the instant score renormalises over what the GPU supports
+(:mod:`fairlane_scoring.combine`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from fairlane_events.records import GpuSample
-from fairlane_scoring.config import ScoreConfig
 
 __all__ = [
     "CLOCK_EVENT_IDLE",
+    "Components",
     "bandwidth_headroom",
     "clock_health",
     "component_scores",
     "compute_headroom",
     "health_gate",
-    "instant_score",
     "memory_headroom",
     "power_headroom",
-    "score_sample",
     "thermal_headroom",
 ]
 
 #: NVML clock-event reason "GPU idle": a clock drop for this reason is not a slowdown.
 CLOCK_EVENT_IDLE = 0x1
+
+#: One value per component, in ``fairlane_scoring.config.COMPONENTS`` order.
+Components = tuple[float | None, ...]
 
 
 def _clip01(x: float) -> float:
@@ -80,7 +80,8 @@ def power_headroom(power_w: float | None, limit_w: float | None) -> float | None
 
 
 def health_gate(sample: GpuSample, previous_ecc: int | None) -> float:
-    """0 when the GPU is lost, has row remaps pending, or new uncorrected ECC errors; else 1."""
+    """0 when the GPU is lost, has row remaps pending, or more uncorrected volatile ECC
+    errors than at ``previous_ecc`` (the last reported count); else 1."""
     if not sample.healthy or sample.remapped_rows_pending:
         return 0.0
     ecc = sample.ecc_uncorrected_volatile
@@ -89,37 +90,13 @@ def health_gate(sample: GpuSample, previous_ecc: int | None) -> float:
     return 1.0
 
 
-def component_scores(sample: GpuSample, thermal_margin_c: float) -> dict[str, float | None]:
-    """All components of one sample, keyed as in ``ScoreConfig.weights``."""
-    return {
-        "clock": clock_health(
-            sample.sm_clock_mhz, sample.max_sm_clock_mhz, sample.clock_event_reasons
-        ),
-        "thermal": thermal_headroom(sample.temp_c, sample.slowdown_temp_c, thermal_margin_c),
-        "compute": compute_headroom(sample.sm_active, sample.gpu_util_pct),
-        "memory": memory_headroom(sample.mem_used_bytes, sample.mem_total_bytes),
-        "bandwidth": bandwidth_headroom(sample.mem_util_pct),
-        "power": power_headroom(sample.power_w, sample.power_limit_w),
-    }
-
-
-def instant_score(
-    components: Mapping[str, float | None], weights: Mapping[str, float], gate: float
-) -> float:
-    """gate x sum(w_i c_i) / sum(w_i) over the components present (not None).
-
-    A GPU that reports nothing scorable gets 0: no evidence is not good evidence.
-    """
-    present = [(weights[k], c) for k, c in components.items() if c is not None]
-    total = sum(w for w, _ in present)
-    if total <= 0:
-        return 0.0
-    return gate * sum(w * c for w, c in present) / total
-
-
-def score_sample(
-    sample: GpuSample, previous_ecc: int | None, config: ScoreConfig
-) -> tuple[dict[str, float | None], float]:
-    """The components of one sample and its instant score."""
-    components = component_scores(sample, config.thermal_margin_c)
-    return components, instant_score(components, config.weights, health_gate(sample, previous_ecc))
+def component_scores(sample: GpuSample, thermal_margin_c: float) -> Components:
+    """All components of one sample, in ``COMPONENTS`` order (None: not reported)."""
+    return (
+        clock_health(sample.sm_clock_mhz, sample.max_sm_clock_mhz, sample.clock_event_reasons),
+        thermal_headroom(sample.temp_c, sample.slowdown_temp_c, thermal_margin_c),
+        compute_headroom(sample.sm_active, sample.gpu_util_pct),
+        memory_headroom(sample.mem_used_bytes, sample.mem_total_bytes),
+        bandwidth_headroom(sample.mem_util_pct),
+        power_headroom(sample.power_w, sample.power_limit_w),
+    )

@@ -5,14 +5,20 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["decay_weights", "decayed_mean"]
+__all__ = ["decay_weights", "decayed_mean", "in_history"]
 
 FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+def in_history(ages_s: FloatArray, history_s: float) -> BoolArray:
+    """0 <= age <= history_s: the samples that count (none from the future)."""
+    return (ages_s >= 0) & (ages_s <= history_s)
 
 
 def decay_weights(ages_s: FloatArray, rate_per_s: float, history_s: float) -> FloatArray:
     """w = exp(-rate * age) for 0 <= age <= history_s, else 0."""
-    inside = (ages_s >= 0) & (ages_s <= history_s)
+    inside = in_history(ages_s, history_s)
     return np.where(inside, np.exp(-rate_per_s * np.clip(ages_s, 0, None)), 0.0)
 
 

@@ -1,7 +1,20 @@
 """The reference score of one GPU from its whole sample history (batch form).
 
 This is the definition; the streaming scorer keeps incremental state and must produce the
-same numbers on the same input.
+same numbers on the same input. The steps, each a named function elsewhere:
+
+1. accept: a sample not newer than the last accepted one is ignored (redelivery, reordering);
+2. components of each accepted sample (:mod:`~fairlane_scoring.components`) and its health
+   gate against the previous ECC count;
+3. causal Hampel filter per component over the last ``hampel_window`` accepted samples
+   inside the history window; load components only over samples since the GPU's load
+   history last restarted (:mod:`~fairlane_scoring.outliers`);
+4. at ``now_ms``: load components of samples before ``load_since_ms`` (Fairlane's own
+   allocations, :mod:`~fairlane_scoring.allocation`) are masked; instant = health family
+   mean x load family mean (:mod:`~fairlane_scoring.combine`);
+5. score = min(gates inside the history window) x decayed mean of the instants
+   (:mod:`~fairlane_scoring.decay`); stale when the newest sample is older than
+   ``stale_after_s``.
 """
 
 from __future__ import annotations
@@ -13,67 +26,104 @@ from dataclasses import dataclass
 import numpy as np
 
 from fairlane_events.records import GpuSample
-from fairlane_scoring.components import score_sample
-from fairlane_scoring.config import ScoreConfig
-from fairlane_scoring.decay import decayed_mean
+from fairlane_scoring.allocation import Allocation, load_since_ms
+from fairlane_scoring.combine import component_matrix, instant_scores
+from fairlane_scoring.components import Components, component_scores, health_gate
+from fairlane_scoring.config import COMPONENTS, LOAD_COMPONENTS, ScoreConfig
+from fairlane_scoring.decay import decayed_mean, in_history
+from fairlane_scoring.outliers import filter_components
 
-__all__ = ["ScoreResult", "reference_score", "summarise"]
+__all__ = ["ScoreResult", "ScoredSample", "reference_score", "scored_history", "summarise"]
+
+
+@dataclass(frozen=True)
+class ScoredSample:
+    """One accepted sample as the score keeps it."""
+
+    ts_ms: int
+    gate: float
+    raw: Components  # as measured: the Hampel window of later samples
+    filtered: Components  # after the spike filter: what the score uses
 
 
 @dataclass(frozen=True)
 class ScoreResult:
     score: float  # 0..1; 0 when no sample is inside the history window
-    components: Mapping[str, float | None]  # of the newest accepted sample
+    components: Mapping[str, float | None]  # of the newest sample; masked load: None
     samples_in_window: int
     stale: bool
     ts_ms: int  # newest accepted sample
 
 
-def reference_score(
-    history: Sequence[tuple[int, GpuSample]], now_ms: int, config: ScoreConfig
-) -> ScoreResult:
-    """Score a GPU from ``(ts_ms, sample)`` pairs in arrival order.
-
-    A sample whose ts_ms is not newer than the last accepted one is ignored (redelivery,
-    reordering). The score is the decayed mean of the accepted samples' instant scores.
-    """
-    if not history:
-        raise ValueError("history is empty")
-    ts_list: list[int] = []
-    instants: list[float] = []
-    components: Mapping[str, float | None] = {}
-    previous_ecc: int | None = None
+def scored_history(
+    history: Sequence[tuple[int, GpuSample]],
+    config: ScoreConfig,
+    allocations: Sequence[Allocation] = (),
+) -> list[ScoredSample]:
+    """The accepted samples of ``(ts_ms, sample)`` pairs in arrival order, scored; each
+    filtered as of its own time (load windows restart where ``allocations`` end)."""
+    accepted: list[tuple[int, GpuSample]] = []
     for ts_ms, sample in history:
-        if ts_list and ts_ms <= ts_list[-1]:
-            continue
-        components, instant = score_sample(sample, previous_ecc, config)
-        instants.append(instant)
-        ts_list.append(ts_ms)
+        if not accepted or ts_ms > accepted[-1][0]:
+            accepted.append((ts_ms, sample))
+    raws = [component_scores(s, config.thermal_margin_c) for _, s in accepted]
+    scored: list[ScoredSample] = []
+    previous_ecc: int | None = None
+    for i, (ts_ms, sample) in enumerate(accepted):
+        first = max(0, i - config.hampel_window + 1)
+        horizon = ts_ms - config.history_s * 1000
+        window = [
+            (accepted[j][0], raws[j]) for j in range(first, i + 1) if accepted[j][0] >= horizon
+        ]
+        filtered = filter_components(
+            window,
+            load_since_ms(allocations, ts_ms),
+            config.hampel_n_sigma,
+            config.hampel_min_scale,
+        )
+        scored.append(ScoredSample(ts_ms, health_gate(sample, previous_ecc), raws[i], filtered))
         if sample.ecc_uncorrected_volatile is not None:
             previous_ecc = sample.ecc_uncorrected_volatile
-    return summarise(ts_list, instants, components, now_ms, config)
+    return scored
+
+
+def reference_score(
+    history: Sequence[tuple[int, GpuSample]],
+    now_ms: int,
+    config: ScoreConfig,
+    allocations: Sequence[Allocation] = (),
+) -> ScoreResult:
+    """Score a GPU at ``now_ms`` from its samples and Fairlane's allocations of it."""
+    if not history:
+        raise ValueError("history is empty")
+    scored = scored_history(history, config, allocations)
+    return summarise(scored, now_ms, load_since_ms(allocations, now_ms), config)
 
 
 def summarise(
-    ts_ms: Sequence[int],
-    instants: Sequence[float],
-    components: Mapping[str, float | None],
-    now_ms: int,
-    config: ScoreConfig,
+    samples: Sequence[ScoredSample], now_ms: int, load_since: float, config: ScoreConfig
 ) -> ScoreResult:
-    """The decayed score at ``now_ms`` of accepted samples (``ts_ms`` ascending, non-empty)."""
-    mean, n = decayed_mean(
-        np.asarray(ts_ms, dtype=np.float64),
-        np.asarray(instants, dtype=np.float64),
-        now_ms,
-        config.decay_rate_per_s,
-        config.history_s,
+    """The score at ``now_ms`` of accepted samples (ascending ``ts_ms``, non-empty); load
+    components count for samples at or after ``load_since``."""
+    ts = np.array([s.ts_ms for s in samples], dtype=np.float64)
+    instants = instant_scores(
+        component_matrix([s.filtered for s in samples]), ts >= load_since, config.weights
     )
-    last_ts = ts_ms[-1]
+    mean, n = decayed_mean(ts, instants, now_ms, config.decay_rate_per_s, config.history_s)
+    inside = in_history((now_ms - ts) / 1000.0, config.history_s)
+    gate = min((s.gate for s, ok in zip(samples, inside, strict=True) if ok), default=1.0)
+    newest = samples[-1]
     return ScoreResult(
-        score=0.0 if math.isnan(mean) else mean,
-        components=components,
+        score=0.0 if math.isnan(mean) else gate * mean,
+        components=_reported(newest.filtered, counted=newest.ts_ms >= load_since),
         samples_in_window=n,
-        stale=(now_ms - last_ts) > config.stale_after_s * 1000,
-        ts_ms=last_ts,
+        stale=(now_ms - newest.ts_ms) > config.stale_after_s * 1000,
+        ts_ms=newest.ts_ms,
     )
+
+
+def _reported(filtered: Components, *, counted: bool) -> dict[str, float | None]:
+    return {
+        name: None if (name in LOAD_COMPONENTS and not counted) else value
+        for name, value in zip(COMPONENTS, filtered, strict=True)
+    }

@@ -7,10 +7,12 @@ from collections.abc import Sequence
 
 from faust.worker import Worker
 
+from fairlane_events.topics import ALL_TOPICS
 from fairlane_runtime.entry import exit_with_error, load_settings
 from fairlane_runtime.errors import FairlaneError
 from fairlane_runtime.kafka import ensure_topics
-from fairlane_scorer.app import create_app
+from fairlane_runtime.logging import configure_logging
+from fairlane_scorer.app import create_app, scorer_topics
 from fairlane_scorer.settings import ScorerSettings
 
 PROG = "fairlane-scorer"
@@ -18,12 +20,15 @@ PROG = "fairlane-scorer"
 
 def main(argv: Sequence[str] | None = None) -> None:
     settings = load_settings(ScorerSettings, argv, PROG)
+    configure_logging(settings.log_level, json=settings.log_json)
     try:
-        asyncio.run(ensure_topics(settings.kafka_bootstrap_servers))
+        specs = [*ALL_TOPICS, *scorer_topics(settings.app_id)]
+        asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, specs))
     except FairlaneError as exc:
         exit_with_error(PROG, exc)
     app = create_app(settings)
-    Worker(app, loglevel=settings.log_level).execute_from_commandline()
+    # Our logging (FAIRLANE_LOG_JSON) stays: the worker must not install its own.
+    Worker(app, loglevel=settings.log_level, override_logging=False).execute_from_commandline()
 
 
 if __name__ == "__main__":

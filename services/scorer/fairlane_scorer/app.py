@@ -1,42 +1,74 @@
-"""The Faust application: topics, the per-GPU window table, the scoring agent, web pages.
+"""The Faust application: topics, tables, agents, the staleness timer, web pages.
 
 ``create_app(settings)`` is the composition root; nothing here runs at import time.
 Records are read as raw bytes and decoded by the wire contract, so a malformed record is
-dead-lettered and counted instead of crashing the stream.
+dead-lettered and counted instead of crashing the stream; :mod:`fairlane_scorer.agents`
+says what happens to each record.
+
+Tables, both co-partitioned with ``fairlane.node-samples.v1`` (key = node):
+
+- ``gpu-windows``: GPU uuid -> :class:`~fairlane_scorer.core.window.GpuWindow` dict. Every
+  GPU of a node arrives in the node's record, so only the agent that owns the node's
+  partition ever reads or writes a GPU's window.
+- ``node-allocations``: node -> Fairlane's placements on it. Placement events are keyed
+  by placement id; one agent re-keys them by node onto an internal topic with the same
+  partition count, a second applies them to the table.
 """
 
 from __future__ import annotations
 
-import logging
 import time
-from dataclasses import replace
+from types import MappingProxyType
 from typing import Any
 
 import faust
 from prometheus_client import generate_latest
 
 from fairlane_events import topics
-from fairlane_events.codec import DecodeError, decode, encode
-from fairlane_events.dead_letter import dead_letter_for
-from fairlane_events.records import NodeSample
-from fairlane_scorer.core.records import model_speed, score_record
-from fairlane_scorer.core.window import GpuWindow, accept_sample, score_window, should_emit
+from fairlane_events.topics import TopicSpec
+from fairlane_scorer.agents import ScoringAgents, now_ms
 from fairlane_scorer.metrics import ScorerMetrics
 from fairlane_scorer.settings import ScorerSettings
 
-__all__ = ["create_app"]
+__all__ = [
+    "ALLOCATIONS_TABLE",
+    "WINDOWS_TABLE",
+    "create_app",
+    "placements_by_node_topic",
+    "scorer_topics",
+]
 
-log = logging.getLogger("fairlane.scorer")
+WINDOWS_TABLE = "gpu-windows"
+ALLOCATIONS_TABLE = "node-allocations"
 
 
 def _broker_urls(bootstrap: str) -> list[str]:
     return [f"kafka://{hostport.strip()}" for hostport in bootstrap.split(",") if hostport.strip()]
 
 
-def create_app(settings: ScorerSettings, metrics: ScorerMetrics | None = None) -> faust.App:
-    config = settings.score_config()
-    metrics = metrics or ScorerMetrics.create()
-    app = faust.App(
+def placements_by_node_topic(app_id: str) -> str:
+    """The scorer's internal topic of placement events keyed by node."""
+    return f"{app_id}-placements-by-node"
+
+
+def scorer_topics(app_id: str) -> list[TopicSpec]:
+    """The scorer's own topics (the re-keyed placements, the tables' changelogs), to be
+    created and checked with the wire topics before the worker starts: a consumer that
+    subscribes before Faust has declared them ignores them for good ("Ignoring missing
+    topic"), and a changelog with another partition count than its source crash-loops
+    the agent."""
+    compacted = MappingProxyType({"cleanup.policy": "compact"})
+    return [
+        TopicSpec(placements_by_node_topic(app_id), topics.STREAM_PARTITIONS),
+        *(
+            TopicSpec(f"{app_id}-{table}-changelog", topics.STREAM_PARTITIONS, compacted)
+            for table in (WINDOWS_TABLE, ALLOCATIONS_TABLE)
+        ),
+    ]
+
+
+def _faust_app(settings: ScorerSettings) -> faust.App:
+    return faust.App(
         settings.app_id,
         broker=_broker_urls(settings.kafka_bootstrap_servers),
         store=settings.store,
@@ -44,11 +76,49 @@ def create_app(settings: ScorerSettings, metrics: ScorerMetrics | None = None) -
         topic_partitions=topics.STREAM_PARTITIONS,
         topic_replication_factor=1,
         topic_allow_declare=True,
+        # The staleness scan reads the table: only GPUs this worker owns may be in it.
+        table_standby_replicas=0,
         consumer_auto_offset_reset="earliest",
         web_enabled=True,
         web_port=settings.web_port,
         web_bind=settings.web_bind,
         web_in_thread=False,
+    )
+
+
+def _agents(app: faust.App, settings: ScorerSettings, metrics: ScorerMetrics) -> ScoringAgents:
+    def raw_topic(name: str, **kwargs: Any) -> faust.TopicT:
+        return app.topic(name, key_serializer="raw", value_serializer="raw", **kwargs)
+
+    partitions = topics.STREAM_PARTITIONS
+    return ScoringAgents(
+        config=settings.score_config(),
+        metrics=metrics,
+        scores=raw_topic(topics.GPU_SCORES),
+        dead_letters=raw_topic(topics.DEAD_LETTER),
+        by_node=raw_topic(
+            placements_by_node_topic(settings.app_id), partitions=partitions, internal=True
+        ),
+        windows=app.Table(WINDOWS_TABLE, default=None, partitions=partitions),
+        allocations=app.Table(ALLOCATIONS_TABLE, default=None, partitions=partitions),
+    )
+
+
+def _observe(app: faust.App, metrics: ScorerMetrics, event: faust.EventT[Any], t0: float) -> None:
+    msg = event.message
+    metrics.processing_s.observe(time.perf_counter() - t0)
+    metrics.record_age_s.observe(max(0.0, time.time() - msg.timestamp))
+    highwater = app.consumer.highwater(msg.tp)
+    if highwater is not None:
+        metrics.lag.labels(str(msg.partition)).set(max(0, highwater - msg.offset - 1))
+
+
+def create_app(settings: ScorerSettings, metrics: ScorerMetrics | None = None) -> faust.App:
+    metrics = metrics or ScorerMetrics.create()
+    app = _faust_app(settings)
+    agents = _agents(app, settings, metrics)
+    metrics.assigned_partitions.set_function(
+        lambda: sum(tp.topic == topics.NODE_SAMPLES for tp in app.assignor.assigned_actives())
     )
     samples = app.topic(
         topics.NODE_SAMPLES,
@@ -56,66 +126,34 @@ def create_app(settings: ScorerSettings, metrics: ScorerMetrics | None = None) -
         key_serializer="raw",
         value_serializer="raw",
     )
-    scores = app.topic(topics.GPU_SCORES, key_serializer="raw", value_serializer="raw")
-    dead_letters = app.topic(topics.DEAD_LETTER, key_serializer="raw", value_serializer="raw")
-    windows = app.Table("gpu-windows", default=None, partitions=topics.STREAM_PARTITIONS)
-    unknown_models: set[str] = set()
-
-    async def reject(event: faust.EventT[Any], error: str) -> None:
-        msg = event.message
-        record = dead_letter_for(
-            topic=msg.topic,
-            partition=msg.partition,
-            offset=msg.offset,
-            key=msg.key,
-            value=msg.value,
-            error=error,
-            now_ms=int(time.time() * 1000),
-        )
-        await dead_letters.send(value=encode(record))
-        metrics.dead_lettered.inc()
-        log.warning("dead-lettered %s[%d]@%d: %s", msg.topic, msg.partition, msg.offset, error)
-
-    async def score_node(sample: NodeSample) -> None:
-        for gpu in sample.gpus:
-            stored = windows.get(gpu.uuid)
-            previous = None if stored is None else GpuWindow.from_dict(stored)
-            window = accept_sample(previous, sample.node, sample.ts_ms, gpu, config)
-            if window is None:
-                metrics.duplicates.inc()
-                continue
-            metrics.scored.inc()
-            result = score_window(window, sample.ts_ms, config)
-            if should_emit(window, result, sample.ts_ms, config):
-                if not model_speed(gpu.model)[1] and gpu.model not in unknown_models:
-                    unknown_models.add(gpu.model)
-                    log.warning("unknown GPU model %r: assuming the default speed", gpu.model)
-                await scores.send(
-                    key=gpu.uuid.encode(),
-                    value=encode(score_record(gpu.uuid, window, result)),
-                    timestamp=sample.ts_ms / 1000,
-                )
-                metrics.emitted.inc()
-                window = replace(
-                    window,
-                    emitted_score=result.score,
-                    emitted_stale=result.stale,
-                    emitted_at_ms=sample.ts_ms,
-                )
-            # Reassign, never mutate in place: only assignments reach the changelog.
-            windows[gpu.uuid] = window.to_dict()
+    placements = app.topic(
+        topics.PLACEMENTS,
+        partitions=topics.STREAM_PARTITIONS,
+        key_serializer="raw",
+        value_serializer="raw",
+    )
 
     @app.agent(samples)
     async def score_samples(stream: faust.StreamT[bytes]) -> None:
         async for event in stream.events():
-            metrics.records_in.inc()
-            with metrics.processing_s.time():
-                try:
-                    sample = decode(NodeSample, event.message.value)
-                except DecodeError as exc:
-                    await reject(event, str(exc))
-                    continue
-                await score_node(sample)
+            t0 = time.perf_counter()
+            await agents.on_sample(event)
+            _observe(app, metrics, event, t0)
+
+    @app.agent(placements)
+    async def route_placements(stream: faust.StreamT[bytes]) -> None:
+        async for event in stream.events():
+            await agents.on_placement(event)
+
+    @app.agent(agents.by_node)
+    async def apply_placements(stream: faust.StreamT[bytes]) -> None:
+        async for event in stream.events():
+            agents.on_node_placement((event.key or b"").decode(), event.message.value)
+
+    async def announce_stale() -> None:
+        await agents.announce_stale(now_ms())
+
+    app.timer(interval=settings.stale_check_s)(announce_stale)
 
     @app.page("/metrics")
     async def metrics_page(view: faust.web.View, request: faust.web.Request) -> faust.web.Response:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 __all__ = ["ScorerMetrics"]
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
 @dataclass(frozen=True)
@@ -17,7 +19,12 @@ class ScorerMetrics:
     duplicates: Counter
     scored: Counter
     emitted: Counter
+    stale_flips: Counter
+    placements: Counter
     processing_s: Histogram
+    record_age_s: Histogram
+    lag: Gauge
+    assigned_partitions: Gauge
 
     @classmethod
     def create(cls) -> ScorerMetrics:
@@ -36,9 +43,32 @@ class ScorerMetrics:
             ),
             scored=c("fairlane_scorer_gpu_samples_scored", "GPU samples scored", registry=r),
             emitted=c("fairlane_scorer_scores_emitted", "score records published", registry=r),
+            stale_flips=c(
+                "fairlane_scorer_stale_flips", "GPUs the timer announced as stale", registry=r
+            ),
+            placements=c(
+                "fairlane_scorer_placement_events", "placement events applied per node", registry=r
+            ),
             processing_s=Histogram(
                 "fairlane_scorer_record_seconds",
                 "processing time per node-sample record",
+                registry=r,
+            ),
+            record_age_s=Histogram(
+                "fairlane_scorer_record_age_seconds",
+                "from a record's Kafka timestamp to the end of its processing",
+                buckets=_LATENCY_BUCKETS,
+                registry=r,
+            ),
+            lag=Gauge(
+                "fairlane_scorer_consumer_lag",
+                "node-sample records behind the partition's high watermark",
+                ["partition"],
+                registry=r,
+            ),
+            assigned_partitions=Gauge(
+                "fairlane_scorer_assigned_partitions",
+                "node-sample partitions this worker owns now",
                 registry=r,
             ),
         )

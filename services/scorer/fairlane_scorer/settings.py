@@ -25,6 +25,7 @@ class ScorerSettings(ServiceSettings):
     stale_after_intervals: float = Field(3.0, gt=0)
     emit_epsilon: float = Field(0.01, ge=0)
     heartbeat_s: float = Field(60.0, gt=0)
+    stale_check_s: float = Field(5.0, gt=0, description="how often the staleness timer scans")
 
     def score_config(self) -> ScoreConfig:
         return ScoreConfig(

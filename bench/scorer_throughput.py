@@ -1,0 +1,282 @@
+"""Scorer benchmark: GPU-samples/s one worker sustains and produce->score latency, each
+as a ratio to a raw aiokafka consumer reading the same records in the same run.
+
+Not a test. Needs a Kafka broker (the test one works):
+
+    .venv/bin/python bench/scorer_throughput.py --bootstrap 127.0.0.1:29292 \
+        [--nodes 1250 --rounds 4 --gpus 8] [--latency-rate 100 --latency-s 20] [--profile]
+
+1. Throughput: nodes x rounds records (gpus GPUs each) are produced first; a raw consumer
+   reads them (no decoding) and then a fresh scorer worker (its consumer group committed
+   at the topic's end beforehand) scores them; the rate is taken from its /metrics
+   counter between the first and the last scored sample, so start-up is excluded.
+2. Latency: the same scorer, then records at a fixed rate; the p50/p99 from a record's
+   produce time to its score record, and to the raw consumer seeing the record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import pstats
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from fairlane_events.codec import encode
+from fairlane_events.records import GpuSample, NodeSample
+from fairlane_events.topics import GPU_SCORES, NODE_SAMPLES, STREAM_PARTITIONS
+
+SAMPLE_PARTS = [TopicPartition(NODE_SAMPLES, p) for p in range(STREAM_PARTITIONS)]
+SCORE_PARTS = [TopicPartition(GPU_SCORES, p) for p in range(STREAM_PARTITIONS)]
+TARGET_GPU_SAMPLES_S = 20_000
+
+
+def node_sample(
+    prefix: str, node: int, ts_ms: int, gpus: int, rng: np.random.Generator
+) -> NodeSample:
+    util = rng.uniform(0, 100, gpus)
+    return NodeSample(
+        node=f"{prefix}-{node}",
+        ts_ms=ts_ms,
+        source="sim",
+        gpus=[
+            GpuSample(
+                uuid=f"{prefix}-{node}-{i}",
+                index=i,
+                model="NVIDIA H100 80GB HBM3",
+                gpu_util_pct=float(util[i]),
+                mem_util_pct=float(util[i]) / 2,
+                mem_used_bytes=int(util[i] * 2**30 / 2),
+                mem_total_bytes=80 * 2**30,
+                sm_active=float(util[i]) / 100,
+                temp_c=55.0,
+                slowdown_temp_c=90.0,
+                power_w=100 + 5 * float(util[i]),
+                power_limit_w=700.0,
+                sm_clock_mhz=1980.0,
+                max_sm_clock_mhz=1980.0,
+                clock_event_reasons=0,
+                ecc_uncorrected_volatile=0,
+                remapped_rows_pending=False,
+            )
+            for i in range(gpus)
+        ],
+    )
+
+
+async def end_offsets(bootstrap: str, parts: list[TopicPartition]) -> dict[TopicPartition, int]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        return dict(await consumer.end_offsets(parts))
+    finally:
+        await consumer.stop()
+
+
+async def commit_at(bootstrap: str, group: str, offsets: dict[TopicPartition, int]) -> None:
+    """Start ``group`` at these offsets instead of the topic's (test-filled) beginning."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        consumer.assign(list(offsets))
+        await consumer.commit(offsets)
+    finally:
+        await consumer.stop()
+
+
+async def produce(bootstrap: str, records: list[NodeSample]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, compression_type="gzip")
+    await producer.start()
+    try:
+        for r in records:
+            await producer.send(NODE_SAMPLES, encode(r), key=r.node.encode())
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def raw_read_s(bootstrap: str, start: dict[TopicPartition, int], count: int) -> float:
+    """Seconds a raw aiokafka consumer takes to read ``count`` records from ``start``."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign(list(start))
+        for tp, offset in start.items():
+            consumer.seek(tp, offset)
+        seen, t0 = 0, time.perf_counter()
+        while seen < count:
+            for messages in (await consumer.getmany(timeout_ms=1000, max_records=5000)).values():
+                seen += len(messages)
+        return time.perf_counter() - t0
+    finally:
+        await consumer.stop()
+
+
+@contextlib.contextmanager
+def scorer(
+    bootstrap: str, app_id: str, port: int, tmp: Path, profile: Path | None
+) -> Iterator[str]:
+    env = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        "FAIRLANE_APP_ID": app_id,
+        "FAIRLANE_WEB_PORT": str(port),
+        "FAIRLANE_DATA_DIR": str(tmp / "data"),
+        "FAIRLANE_LOG_LEVEL": "warning",
+    }
+    prefix = [sys.executable] + (["-m", "cProfile", "-o", str(profile)] if profile else [])
+    with (tmp / "scorer.log").open("wb") as log:
+        proc = subprocess.Popen([*prefix, "-m", "fairlane_scorer"], env=env, stdout=log, stderr=log)
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+
+
+def metric(url: str, name: str) -> float:
+    with contextlib.suppress(httpx.HTTPError):
+        for line in httpx.get(f"{url}/metrics", timeout=5).text.splitlines():
+            if line.startswith(f"{name} "):
+                return float(line.split()[1])
+    return 0.0
+
+
+async def scored_rate(url: str, total: int, timeout_s: float = 900) -> float:
+    """GPU-samples/s between the first and the last scored sample."""
+    name = "fairlane_scorer_gpu_samples_scored_total"
+    deadline = time.monotonic() + timeout_s
+    first: tuple[float, float] | None = None
+    while time.monotonic() < deadline:
+        n, now = metric(url, name), time.perf_counter()
+        if n > 0 and first is None:
+            first = (now, n)
+        if n >= total and first is not None:
+            return (n - first[1]) / max(now - first[0], 1e-9)
+        await asyncio.sleep(0.2)
+    raise TimeoutError(f"scored {metric(url, name)} of {total}")
+
+
+async def latencies(
+    bootstrap: str, prefix: str, rate: float, seconds: float, gpus: int
+) -> tuple[list[float], list[float]]:
+    """Produce ``rate`` records/s; return (score latencies, raw-consumer latencies) in s."""
+    starts = await end_offsets(bootstrap, SAMPLE_PARTS + SCORE_PARTS)
+    raw: list[float] = []
+    scores: list[float] = []
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    consumer.assign(list(starts))
+    for tp, offset in starts.items():
+        consumer.seek(tp, offset)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
+    await producer.start()
+    rng = np.random.default_rng(1)
+    n = int(rate * seconds)
+
+    async def send() -> None:
+        t0 = time.time()
+        for i in range(n):
+            await asyncio.sleep(max(0.0, t0 + i / rate - time.time()))
+            record = node_sample(prefix, i % 500, int(time.time() * 1000), gpus, rng)
+            await producer.send(NODE_SAMPLES, encode(record), key=record.node.encode())
+
+    sender = asyncio.create_task(send())
+    deadline = time.monotonic() + seconds + 30
+    while time.monotonic() < deadline and len(raw) < n:
+        for tp, messages in (await consumer.getmany(timeout_ms=200)).items():
+            arrived = time.time()
+            for m in messages:
+                if m.key is None or not m.key.startswith(prefix.encode()):
+                    continue
+                (raw if tp.topic == NODE_SAMPLES else scores).append(arrived - m.timestamp / 1000)
+    await sender
+    await producer.stop()
+    await consumer.stop()
+    return scores, raw
+
+
+def print_profile(path: Path) -> None:
+    stats = pstats.Stats(str(path))
+    stats.sort_stats("tottime").print_stats(15)
+
+
+async def run(args: argparse.Namespace) -> None:
+    prefix = f"bench-{os.getpid()}"
+    rng = np.random.default_rng(0)
+    t0 = int(time.time() * 1000)
+    records = [
+        node_sample(prefix, n, t0 + r * 5_000, args.gpus, rng)
+        for r in range(args.rounds)
+        for n in range(args.nodes)
+    ]
+    gpu_samples = len(records) * args.gpus
+    app_id = f"scorer-bench-{os.getpid()}"
+    start = await end_offsets(args.bootstrap, SAMPLE_PARTS)
+    await commit_at(args.bootstrap, app_id, start)
+    await produce(args.bootstrap, records)
+    raw_s = await raw_read_s(args.bootstrap, start, len(records))
+    raw_rate = gpu_samples / raw_s
+    with tempfile.TemporaryDirectory() as tmp:
+        profile = Path(tmp) / "scorer.prof" if args.profile else None
+        with scorer(args.bootstrap, app_id, args.port, Path(tmp), profile) as url:
+            rate = await scored_rate(url, gpu_samples)
+            scores, raw = await latencies(
+                args.bootstrap, prefix + "-lat", args.latency_rate, args.latency_s, args.gpus
+            )
+        print(f"records {len(records)} x {args.gpus} GPUs = {gpu_samples} GPU-samples")
+        print(f"raw aiokafka consumer: {raw_rate:,.0f} GPU-samples/s")
+        print(
+            f"scorer (1 worker):     {rate:,.0f} GPU-samples/s = {rate / raw_rate:.3f} x raw, "
+            f"{rate / TARGET_GPU_SAMPLES_S:.2f} x the 20,000/s target"
+        )
+        for name, values in (("score", scores), ("raw", raw)):
+            p50, p99 = np.percentile(values, [50, 99]) * 1000 if values else (float("nan"),) * 2
+            at = f"at {args.latency_rate:g} records/s"
+            print(f"{name:5s} latency {at}: p50 {p50:.1f} ms, p99 {p99:.1f} ms (n={len(values)})")
+        if scores and raw:
+            s50, s99 = np.percentile(scores, [50, 99])
+            r50, r99 = np.percentile(raw, [50, 99])
+            print(f"latency ratio score/raw: p50 {s50 / r50:.1f} x, p99 {s99 / r99:.1f} x")
+        if profile is not None and profile.exists():
+            print_profile(profile)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:19092")
+    )
+    parser.add_argument("--nodes", type=int, default=1250)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--latency-rate", type=float, default=100.0, help="records/s")
+    parser.add_argument("--latency-s", type=float, default=20.0)
+    parser.add_argument("--port", type=int, default=0, help="scorer web port (0: a free one)")
+    parser.add_argument("--profile", action="store_true", help="run the scorer under cProfile")
+    args = parser.parse_args()
+    if args.port == 0:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            args.port = s.getsockname()[1]
+    asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""Scores survive kill -9 and are shared by two workers: every record equals the reference.
+
+The stream is seeded: nodes with two GPUs each, 30 s apart in event time, with spikes and
+throttling. With ``emit_epsilon = 0`` every score change is published, so each record can
+be checked against the reference score of its GPU's history up to its ``ts_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import signal
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fairlane_events.records import GpuSample, GpuScore, NodeSample
+from fairlane_events.topics import STREAM_PARTITIONS
+from fairlane_scoring.config import ScoreConfig
+from fairlane_scoring.reference import reference_score
+from tests.factories import gpu_sample
+from tests.scorer_harness import Scorer, eventually, produce_samples, read_scores, run_scorer
+
+pytestmark = pytest.mark.integration
+
+NODES, ROUNDS, STEP_MS = 6, 24, 30_000
+#: Records flowing while the second worker's rebalance settles can lose samples
+#: (docs/scoring.md, "Known limits"): produce once the assignment is stable.
+SETTLE_S = 5.0
+CONFIG = ScoreConfig()  # the scorer's defaults
+
+
+def seeded_stream(prefix: str, seed: int) -> list[NodeSample]:
+    rng = np.random.default_rng(seed)
+    t0 = int(time.time() * 1000)  # event time runs ahead of the wall clock: never stale
+    rounds = []
+    for r in range(ROUNDS):
+        for n in range(NODES):
+            gpus = [_random_gpu(rng, f"{prefix}-n{n}-g{i}", i) for i in range(2)]
+            rounds.append(
+                NodeSample(node=f"{prefix}-n{n}", ts_ms=t0 + r * STEP_MS, source="sim", gpus=gpus)
+            )
+    return rounds
+
+
+def _random_gpu(rng: np.random.Generator, uuid: str, index: int) -> GpuSample:
+    load = float(rng.choice([0.0, 0.1, 1.0], p=[0.6, 0.3, 0.1]))  # 1.0: a spike
+    throttled = rng.random() < 0.2
+    return gpu_sample(
+        uuid=uuid,
+        index=index,
+        sm_active=load,
+        gpu_util_pct=100 * load,
+        mem_util_pct=float(rng.uniform(0, 30)),
+        temp_c=float(rng.uniform(40, 88)),
+        sm_clock_mhz=1200.0 if throttled else 1980.0,
+        clock_event_reasons=0x40 if throttled else 0,
+    )
+
+
+def assert_all_equal_reference(stream: list[NodeSample], scores: list[GpuScore]) -> None:
+    history: dict[str, list[tuple[int, GpuSample]]] = defaultdict(list)
+    for s in stream:
+        for g in s.gpus:
+            history[g.uuid].append((s.ts_ms, g))
+    assert scores
+    for record in scores:
+        upto = [(ts, g) for ts, g in history[record.uuid] if ts <= record.ts_ms]
+        want = reference_score(upto, record.ts_ms, CONFIG)
+        assert math.isclose(record.score, want.score, abs_tol=1e-9), (
+            f"{record.uuid}@{record.ts_ms}: {record.score} {record.components} "
+            f"!= {want.score} {dict(want.components)} n={len(upto)} "
+            f"in window {record.samples_in_window} vs {want.samples_in_window}"
+        )
+
+
+def last_rounds_seen(stream: list[NodeSample]) -> object:
+    last_ts = stream[-1].ts_ms
+    uuids = {g.uuid for s in stream for g in s.gpus}
+
+    def done(records: list[GpuScore]) -> bool:
+        return {r.uuid for r in records if r.ts_ms == last_ts} == uuids
+
+    return done
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="known, open: about one run in three, the restarted worker scores a GPU on a "
+    "window missing a sample the killed one processed; an offset can be committed ahead of "
+    "its changelog write (docs/scoring.md, Known limits). Runs every time: a fix shows as XPASS.",
+)
+async def test_kill_9_mid_stream_then_restart_gives_the_uninterrupted_scores(
+    kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    prefix = f"kill-{unique}"
+    stream = seeded_stream(prefix, seed=7)
+    half = len(stream) // 2
+    app_id, data = f"scorer-kill-{unique}", tmp_path / "data"
+    async with read_scores(kafka_bootstrap, prefix) as reader:
+        with run_scorer(kafka_bootstrap, app_id, data, tmp_path / "a.log") as first:
+            await produce_samples(kafka_bootstrap, stream[:half])
+            await reader.until(lambda r: len(r) >= half)  # mid-stream, state in flight
+            first.proc.send_signal(signal.SIGKILL)
+            first.proc.wait()
+        await produce_samples(kafka_bootstrap, stream[half:])
+        with run_scorer(kafka_bootstrap, app_id, data, tmp_path / "b.log"):
+            scores = await reader.until(last_rounds_seen(stream), timeout_s=90)  # type: ignore[arg-type]
+    assert_all_equal_reference(stream, scores)
+
+
+def _owned(scorer: Scorer) -> float:
+    return scorer.metric("fairlane_scorer_assigned_partitions")
+
+
+async def test_two_workers_share_the_partitions_and_score_as_one(
+    kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    prefix = f"pair-{unique}"
+    stream = seeded_stream(prefix, seed=8)
+    app_id = f"scorer-pair-{unique}"
+    async with read_scores(kafka_bootstrap, prefix) as reader:
+        with (
+            run_scorer(kafka_bootstrap, app_id, tmp_path / "a", tmp_path / "a.log") as a,
+            run_scorer(kafka_bootstrap, app_id, tmp_path / "b", tmp_path / "b.log") as b,
+        ):
+            await eventually(
+                lambda: _owned(a) > 0 < _owned(b) and _owned(a) + _owned(b) == STREAM_PARTITIONS
+            )
+            await asyncio.sleep(SETTLE_S)
+            await produce_samples(kafka_bootstrap, stream)
+            scores = await reader.until(last_rounds_seen(stream), timeout_s=90)  # type: ignore[arg-type]
+            scored = [w.metric("fairlane_scorer_gpu_samples_scored_total") for w in (a, b)]
+    assert all(n > 0 for n in scored), scored  # both took part
+    assert_all_equal_reference(stream, scores)

@@ -1,0 +1,132 @@
+"""Drive the scorer as a real process against real Kafka: produce, run, read the scores."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from fairlane_events.codec import decode, encode
+from fairlane_events.records import GpuScore, NodeSample, PlacementEvent
+from fairlane_events.topics import GPU_SCORES, NODE_SAMPLES, PLACEMENTS, STREAM_PARTITIONS
+from tests.processes import free_port, service, wait_for_http
+
+#: Test settings: every score change is published, the staleness scan runs every second.
+SCORER_ENV = {"FAIRLANE_EMIT_EPSILON": "0", "FAIRLANE_STALE_CHECK_S": "1"}
+
+
+@dataclass
+class Scorer:
+    url: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def metric(self, name: str) -> float:
+        for line in httpx.get(f"{self.url}/metrics", timeout=5).text.splitlines():
+            if line.startswith(f"{name} "):
+                return float(line.split()[1])
+        raise AssertionError(f"{name} not in /metrics")
+
+
+@contextlib.contextmanager
+def run_scorer(
+    bootstrap: str, app_id: str, data_dir: Path, log: Path, **env: str
+) -> Iterator[Scorer]:
+    port = free_port()
+    full_env = {
+        "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        "FAIRLANE_APP_ID": app_id,
+        "FAIRLANE_WEB_PORT": str(port),
+        "FAIRLANE_DATA_DIR": str(data_dir),
+        **SCORER_ENV,
+        **env,
+    }
+    with service("fairlane_scorer", [], full_env, log) as proc:
+        url = f"http://127.0.0.1:{port}"
+        wait_for_http(f"{url}/healthz", proc, log)
+        yield Scorer(url, proc, log)
+
+
+async def produce_samples(bootstrap: str, samples: Sequence[NodeSample]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        for s in samples:
+            await producer.send(NODE_SAMPLES, encode(s), key=s.node.encode())
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def produce_placement(bootstrap: str, event: PlacementEvent) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        await producer.send_and_wait(PLACEMENTS, encode(event), key=event.placement_id.encode())
+    finally:
+        await producer.stop()
+
+
+@dataclass
+class ScoresReader:
+    """Reads ``fairlane.gpu-scores.v1`` from where it ended at ``start()``, keeping the
+    records of nodes with ``prefix``."""
+
+    bootstrap: str
+    prefix: str
+    records: list[GpuScore] = field(default_factory=list)
+    _consumer: AIOKafkaConsumer | None = None
+
+    async def start(self) -> None:
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
+        await consumer.start()
+        parts = [TopicPartition(GPU_SCORES, p) for p in range(STREAM_PARTITIONS)]
+        consumer.assign(parts)
+        for tp, offset in (await consumer.end_offsets(parts)).items():
+            consumer.seek(tp, offset)
+        self._consumer = consumer
+
+    async def stop(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.stop()
+
+    async def until(
+        self, done: Callable[[list[GpuScore]], bool], timeout_s: float = 60
+    ) -> list[GpuScore]:
+        assert self._consumer is not None
+        deadline = time.monotonic() + timeout_s
+        while not done(self.records):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"scores not complete after {timeout_s}s: {self.records}")
+            batches = await self._consumer.getmany(timeout_ms=500)
+            for messages in batches.values():
+                for m in messages:
+                    score = decode(GpuScore, m.value)
+                    if score.node.startswith(self.prefix):
+                        self.records.append(score)
+        return self.records
+
+
+@contextlib.asynccontextmanager
+async def read_scores(bootstrap: str, prefix: str) -> AsyncIterator[ScoresReader]:
+    reader = ScoresReader(bootstrap, prefix)
+    await reader.start()
+    try:
+        yield reader
+    finally:
+        await reader.stop()
+
+
+async def eventually(check: Callable[[], bool], timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true after {timeout_s}s")
+        await asyncio.sleep(0.25)

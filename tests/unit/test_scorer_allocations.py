@@ -1,0 +1,54 @@
+"""Placement events -> the node-allocations table row -> allocation intervals."""
+
+from typing import Any
+
+from fairlane_events.records import GpuSlot, NodeAssignment, PlacementEvent
+from fairlane_scorer.core.allocations import allocations_of, apply_placement
+from fairlane_scoring.allocation import Allocation
+
+T0 = 1_700_000_000_000
+
+
+def event(kind: str, ts_ms: int, pid: str = "p1", **kwargs: Any) -> PlacementEvent:
+    nodes = [
+        NodeAssignment(
+            node=node,
+            node_rank=rank,
+            gpus=[GpuSlot(uuid=f"{node}-gpu{i}", index=i) for i in range(2)],
+            cuda_visible_devices="0,1",
+            master_addr="n1",
+            master_port=29500,
+            world_size=4,
+        )
+        for rank, node in enumerate(("n1", "n2"))
+    ]
+    return PlacementEvent(
+        placement_id=pid, job_id="j", namespace="ns", event=kind, ts_ms=ts_ms, nodes=nodes
+    )
+
+
+def test_created_then_released_gives_one_closed_interval_per_gpu() -> None:
+    state = apply_placement({}, "n1", event("created", T0), 600)
+    assert allocations_of(state, "n1-gpu1") == [Allocation(T0)]
+    assert allocations_of(state, "n2-gpu1") == []  # another node's GPU
+    state = apply_placement(state, "n1", event("released", T0 + 5000), 600)
+    assert allocations_of(state, "n1-gpu0") == [Allocation(T0, T0 + 5000)]
+
+
+def test_redelivered_events_change_nothing() -> None:
+    once = apply_placement({}, "n1", event("created", T0), 600)
+    assert apply_placement(once, "n1", event("created", T0), 600) == once
+    ended = apply_placement(once, "n1", event("expired", T0 + 10), 600)
+    assert apply_placement(ended, "n1", event("expired", T0 + 10), 600) == ended
+
+
+def test_pending_changes_nothing_and_old_ended_placements_are_dropped() -> None:
+    state = apply_placement({}, "n1", event("created", T0), 600)
+    assert apply_placement(state, "n1", event("pending", T0 + 1), 600) == state
+    state = apply_placement(state, "n1", event("failed", T0 + 2), 600)
+    later = apply_placement(state, "n1", event("created", T0 + 700_000, pid="p2"), 600)
+    assert set(later) == {"p2"}
+
+
+def test_a_node_without_allocations_has_none() -> None:
+    assert allocations_of(None, "n1-gpu0") == []
