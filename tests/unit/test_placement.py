@@ -158,3 +158,33 @@ def test_the_fleet_grows_past_its_initial_capacity() -> None:
 )
 def test_next_free_port(used: set[int], expected: int | None) -> None:
     assert next_free_port(used, 29500, 29502) == expected
+
+
+def test_fail_closed_by_default_and_best_available_falls_back_marked() -> None:
+    fleet = fleet_of(node("a", [0.5, 0.6]), node("b", [0.4, 0.3]))
+    refused = choose(fleet, JobShape(2), POLICY, set(), NOW)
+    assert isinstance(refused, NoPlacement)
+    assert refused.reasons == {"score below threshold": 4}
+    lenient = PlacementPolicy(threshold=0.65, stale_after_s=90, below_threshold="best_available")
+    fallback = placed(choose(fleet, JobShape(2), lenient, set(), NOW))
+    assert fallback.fallback
+    assert fallback.nodes[0].node == "a"
+    healthy = fleet_of(node("c", [0.9, 0.9]))
+    assert not placed(choose(healthy, JobShape(2), lenient, set(), NOW)).fallback
+
+
+def test_fallback_still_respects_allocations_models_and_memory() -> None:
+    fleet = fleet_of(node("a", [0.5, 0.6]))
+    lenient = PlacementPolicy(threshold=0.65, stale_after_s=90, below_threshold="best_available")
+    result = choose(fleet, JobShape(2), lenient, {"a-0"}, NOW)
+    assert isinstance(result, NoPlacement)
+    wrong_model = choose(fleet, JobShape(1, models=frozenset({"T4"})), lenient, set(), NOW)
+    assert isinstance(wrong_model, NoPlacement)
+
+
+def test_stale_policy_last_known_places_on_old_scores() -> None:
+    fleet = fleet_of(node("a", [0.9]))
+    later = NOW + 3600_000
+    assert isinstance(choose(fleet, JobShape(1), POLICY, set(), later), NoPlacement)
+    trusting = PlacementPolicy(threshold=0.65, stale_after_s=90, stale="last_known")
+    assert placed(choose(fleet, JobShape(1), trusting, set(), later)).nodes[0].node == "a"

@@ -74,14 +74,22 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
             def fresh_gpus() -> int:
                 return fleet.fresh_count(_now_ms(), settings.stale_after_s)
 
-            policy = PlacementPolicy(settings.threshold, settings.stale_after_s)
+            policy = PlacementPolicy(
+                settings.threshold,
+                settings.stale_after_s,
+                stale=settings.stale_policy,
+                below_threshold=settings.below_threshold,
+            )
             service = PlacementService(
                 store=store,
                 fleet=fleet,
                 policy=policy,
                 ports=PortRange(settings.master_port_first, settings.master_port_last),
                 clock_ms=_now_ms,
-                is_fleet_ready=lambda: follower.caught_up and fresh_gpus() > 0,
+                is_fleet_ready=lambda: (
+                    follower.caught_up
+                    and (fresh_gpus() > 0 or (policy.stale == "last_known" and len(fleet) > 0))
+                ),
             )
             live_gpus = LiveGpusCache(store)
             await live_gpus.start()

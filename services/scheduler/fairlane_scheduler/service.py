@@ -215,6 +215,7 @@ def _placement(
         nodes=tuple(assignments),
         fingerprint=request.fingerprint,
         lease_expires_at_ms=lease_ms,
+        fallback=choice.fallback,
         gpu_scores={
             fleet.uuids[r]: float(fleet.score[r]) for node in choice.nodes for r in node.rows
         },

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 
 from fairlane_runtime.settings import ServiceSettings
@@ -25,6 +27,12 @@ class SchedulerSettings(ServiceSettings):
     master_port_first: int = Field(29500, ge=1024, le=65535)
     master_port_last: int = Field(29999, ge=1024, le=65535)
     db_pool_max: int = Field(10, ge=1, le=100)
+    stale_policy: Literal["exclude", "last_known"] = Field(
+        "exclude", description="GPUs without a fresh score: leave out, or use the last one"
+    )
+    below_threshold: Literal["fail", "best_available"] = Field(
+        "fail", description="when only GPUs below the threshold fit: refuse, or take the best"
+    )
     stabilization_s: float = Field(
         120.0, ge=0, description="a GPU that fell below the threshold must stay above it this long"
     )

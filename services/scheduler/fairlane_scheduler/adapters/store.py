@@ -64,6 +64,7 @@ def _placement(row: asyncpg.Record) -> Placement:
         fingerprint=row["request_sha256"],
         lease_expires_at_ms=_ms(row["lease_expires_at"]),
         ended_at_ms=_ms(row["ended_at"]),
+        fallback=row["fallback"],
     )
 
 
@@ -89,6 +90,10 @@ async def _usage(conn: asyncpg.Connection, namespace: str) -> dict[str, int]:
         namespace,
     )
     return {r["model"]: r["n"] for r in rows}
+
+
+def _why(placement: Placement) -> str | None:
+    return "placed below the capacity threshold (best_available)" if placement.fallback else None
 
 
 def _assignment_json(placement: Placement) -> str:
@@ -219,9 +224,9 @@ class PlacementStore:
                 await conn.execute(
                     """INSERT INTO placements (id, namespace, job_id, request, request_sha256,
                            state, master_node, master_port, assignment, created_at,
-                           lease_expires_at, priority, placed_at)
+                           lease_expires_at, priority, placed_at, fallback)
                        VALUES ($1::uuid, $2, $3, $4::jsonb, $5, $6, $7, $8, $9::jsonb, $10,
-                               $11, $12, $13)""",
+                               $11, $12, $13, $14)""",
                     placement.id,
                     placement.namespace,
                     placement.job_id,
@@ -235,11 +240,12 @@ class PlacementStore:
                     _lease(placement),
                     request.priority,
                     utc(placement.created_at_ms) if placement.is_live else None,
+                    placement.fallback,
                 )
                 if placement.is_live:
                     await _allocate(conn, placement)
                 kind: EventKind = "created" if placement.is_live else "pending"
-                await _add_event(conn, placement, kind, placement.created_at_ms, None)
+                await _add_event(conn, placement, kind, placement.created_at_ms, _why(placement))
         except asyncpg.UniqueViolationError as exc:
             raise AllocationConflictError(str(exc)) from exc
 
@@ -251,7 +257,8 @@ class PlacementStore:
             async with self._conn() as conn, conn.transaction():
                 row = await conn.fetchrow(
                     """UPDATE placements SET state = 'placed', master_node = $2, master_port = $3,
-                           assignment = $4::jsonb, lease_expires_at = $5, placed_at = $6
+                           assignment = $4::jsonb, lease_expires_at = $5, placed_at = $6,
+                           fallback = $7
                        WHERE id = $1::uuid AND state = 'pending' RETURNING id""",
                     placement.id,
                     master.master_addr,
@@ -259,11 +266,12 @@ class PlacementStore:
                     _assignment_json(placement),
                     _lease(placement),
                     utc(now_ms),
+                    placement.fallback,
                 )
                 if row is None:
                     return False
                 await _allocate(conn, placement)
-                await _add_event(conn, placement, "created", now_ms, None)
+                await _add_event(conn, placement, "created", now_ms, _why(placement))
                 return True
         except asyncpg.UniqueViolationError as exc:
             raise AllocationConflictError(str(exc)) from exc

@@ -90,6 +90,7 @@ class PlacementOut(BaseModel):
     created_at_ms: int
     lease_expires_at_ms: int | None
     ended_at_ms: int | None
+    fallback: bool = Field(description="placed below the threshold (best_available policy)")
     nodes: list[NodeAssignment]
 
     @classmethod
@@ -102,6 +103,7 @@ class PlacementOut(BaseModel):
             created_at_ms=placement.created_at_ms,
             lease_expires_at_ms=placement.lease_expires_at_ms,
             ended_at_ms=placement.ended_at_ms,
+            fallback=placement.fallback,
             nodes=list(placement.nodes),
         )
 

@@ -62,6 +62,7 @@ class Placement:
     fingerprint: str
     lease_expires_at_ms: int | None = None
     ended_at_ms: int | None = None
+    fallback: bool = False  # placed below the threshold (best_available policy)
     gpu_scores: Mapping[str, float] = field(default_factory=dict)  # uuid -> score when placed
     gpu_models: Mapping[str, str] = field(default_factory=dict)  # uuid -> catalogue key
 

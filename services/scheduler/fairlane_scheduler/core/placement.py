@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -55,8 +55,20 @@ class JobShape:
 
 @dataclass(frozen=True)
 class PlacementPolicy:
+    """How strict the filter is.
+
+    ``stale``: ``exclude`` leaves out GPUs without a fresh score (default);
+    ``last_known`` places on the last score a GPU had, for when the scoring pipeline is
+    down and a stale-but-known fleet beats refusing every job.
+    ``below_threshold``: ``fail`` refuses when only GPUs below the threshold (or
+    cooling) fit, saying so (default, fail closed); ``best_available`` then places on
+    the best of them and marks the placement as a fallback.
+    """
+
     threshold: float = 0.65
     stale_after_s: float = 180.0
+    stale: Literal["exclude", "last_known"] = "exclude"
+    below_threshold: Literal["fail", "best_available"] = "fail"
 
 
 @dataclass(frozen=True)
@@ -69,6 +81,7 @@ class NodeChoice:
 class Choice:
     nodes: tuple[NodeChoice, ...]  # node rank order
     min_capacity: float  # the gang's slowest GPU
+    fallback: bool = False  # placed below the threshold (best_available policy)
 
 
 @dataclass(frozen=True)
@@ -94,10 +107,10 @@ def rejection_masks(
     n = len(fleet)
     allocated = np.zeros(n, dtype=bool)
     allocated[allocated_rows] = True
-    masks = [
-        ("allocated", allocated),
-        ("stale", fleet.stale[:n] | (fleet.ts_ms[:n] < now_ms - policy.stale_after_s * 1000)),
-    ]
+    masks = [("allocated", allocated)]
+    if policy.stale == "exclude":
+        too_old = fleet.ts_ms[:n] < now_ms - policy.stale_after_s * 1000
+        masks.append(("stale", fleet.stale[:n] | too_old))
     if shape.models is not None:
         allowed = [i for i, key in enumerate(fleet.models) if key in shape.models]
         masks.append(("model not allowed", ~np.isin(fleet.model[:n], allowed)))
@@ -106,6 +119,9 @@ def rejection_masks(
     masks.append(("score below threshold", fleet.score[:n] < policy.threshold))
     masks.append(("cooling", fleet.cooling(now_ms)))
     return masks
+
+
+_HEALTH_REASONS = ("score below threshold", "cooling")
 
 
 def qualifying(
@@ -145,9 +161,25 @@ def choose(
     allocated: Collection[str],
     now_ms: int,
 ) -> Choice | NoPlacement:
-    n, per_node = len(fleet), shape.gpus_per_node
     allocated_rows = fleet.rows_of(allocated)
-    ok, rejected = qualifying(rejection_masks(fleet, shape, policy, allocated_rows, now_ms), n)
+    masks = rejection_masks(fleet, shape, policy, allocated_rows, now_ms)
+    result = _choose(fleet, shape, masks, allocated_rows)
+    if isinstance(result, NoPlacement) and policy.below_threshold == "best_available":
+        lenient = [(r, m) for r, m in masks if r not in _HEALTH_REASONS]
+        fallback = _choose(fleet, shape, lenient, allocated_rows)
+        if isinstance(fallback, Choice):
+            return replace(fallback, fallback=True)
+    return result
+
+
+def _choose(
+    fleet: FleetView,
+    shape: JobShape,
+    masks: list[tuple[str, npt.NDArray[np.bool_]]],
+    allocated_rows: npt.NDArray[np.intp],
+) -> Choice | NoPlacement:
+    n, per_node = len(fleet), shape.gpus_per_node
+    ok, rejected = qualifying(masks, n)
     node_ids, top, short = best_per_node(fleet, ok, per_node)
     if short:
         rejected[NOT_ENOUGH_ON_NODE] = short
