@@ -103,3 +103,21 @@ async def test_quotas_refuse_with_403_or_429_and_only_admins_set_them(
     assert (
         await client.post("/v1/placements", json=job("b", gpus=4), headers=TEAM_B)
     ).status_code == 201
+
+
+async def test_admins_cordon_nodes_and_placements_avoid_them(
+    client: httpx.AsyncClient, unique: str
+) -> None:
+    node = f"auth-{unique}"
+    path = f"/v1/nodes/{node}/cordon"
+    assert (await client.put(path, json={"reason": "x"}, headers=TEAM_A)).status_code == 403
+    assert (
+        await client.put(path, json={"reason": "fan failure"}, headers=ADMIN)
+    ).status_code == 204
+    refused = await client.post("/v1/placements", json=job("c1"), headers=TEAM_A)
+    assert refused.status_code == 409
+    assert refused.json()["rejections"]["cordoned"] == 8
+    detail = (await client.get(f"/v1/nodes/{node}", headers=TEAM_A)).json()
+    assert {g["state"] for g in detail["gpus"]} == {"cordoned"}
+    assert (await client.delete(path, headers=ADMIN)).status_code == 204
+    assert (await client.post("/v1/placements", json=job("c1"), headers=TEAM_A)).status_code == 201

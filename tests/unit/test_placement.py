@@ -188,3 +188,13 @@ def test_stale_policy_last_known_places_on_old_scores() -> None:
     assert isinstance(choose(fleet, JobShape(1), POLICY, set(), later), NoPlacement)
     trusting = PlacementPolicy(threshold=0.65, stale_after_s=90, stale="last_known")
     assert placed(choose(fleet, JobShape(1), trusting, set(), later)).nodes[0].node == "a"
+
+
+def test_cordoned_nodes_take_no_new_placements() -> None:
+    fleet = fleet_of(node("a", [0.99, 0.99]), node("b", [0.8, 0.8]))
+    fleet.cordoned = frozenset({"a", "not-in-fleet"})
+    choice = placed(choose(fleet, JobShape(2), POLICY, set(), NOW))
+    assert choice.nodes[0].node == "b"
+    refused = choose(fleet, JobShape(2, nodes=2), POLICY, set(), NOW)
+    assert isinstance(refused, NoPlacement)
+    assert refused.reasons["cordoned"] == 2

@@ -1,4 +1,8 @@
+from collections import Counter
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fairlane_scheduler.core.quota import Quota, QuotaVerdict, check_quota, models_within_quota
 
@@ -43,3 +47,34 @@ def test_quota_refusals_before_choosing() -> None:
     total = models_within_quota(Q, {"V100": 7}, None, ["V100"], 2)
     assert isinstance(total, QuotaVerdict)
     assert total.ever
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 6),
+    st.dictionaries(st.sampled_from(["H100", "A100-80GB"]), st.integers(0, 4)),
+    st.lists(
+        st.tuples(st.booleans(), st.sampled_from(["H100", "A100-80GB", "V100"]), st.integers(1, 3)),
+        max_size=40,
+    ),
+)
+def test_admitting_only_what_check_quota_allows_never_exceeds_it(
+    max_gpus: int, per_model: dict[str, int], steps: list[tuple[bool, str, int]]
+) -> None:
+    """Any sequence of requests and releases, admitted by check_quota, stays within the
+    overall and per-model limits at every step."""
+    quota = Quota(max_gpus=max_gpus, max_gpus_per_model=per_model)
+    held: list[tuple[str, int]] = []
+    for is_release, model, count in steps:
+        if is_release and held:
+            held.pop(0)
+            continue
+        used: Counter[str] = Counter()
+        for m, c in held:
+            used[m] += c
+        if check_quota(quota, used, {model: count}) is None:
+            held.append((model, count))
+        total = sum(c for _, c in held)
+        assert total <= max_gpus
+        for m, limit in per_model.items():
+            assert sum(c for hm, c in held if hm == m) <= limit

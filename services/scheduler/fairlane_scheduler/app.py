@@ -91,7 +91,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                     and (fresh_gpus() > 0 or (policy.stale == "last_known" and len(fleet) > 0))
                 ),
             )
-            live_gpus = LiveGpusCache(store)
+            live_gpus = LiveGpusCache(store, fleet)
             await live_gpus.start()
             app.state.runtime = Runtime(
                 service, store, fleet, follower, metrics, fresh_gpus, policy, live_gpus

@@ -205,6 +205,20 @@ class PlacementStore:
             orjson.dumps(dict(quota.max_gpus_per_model)).decode(),
         )
 
+    async def cordon(self, node: str, reason: str) -> None:
+        await self._fetch(
+            """INSERT INTO cordons (node, reason) VALUES ($1, $2)
+               ON CONFLICT (node) DO UPDATE SET reason = EXCLUDED.reason""",
+            node,
+            reason,
+        )
+
+    async def uncordon(self, node: str) -> None:
+        await self._fetch("DELETE FROM cordons WHERE node = $1", node)
+
+    async def cordoned(self) -> dict[str, str]:
+        return {r["node"]: r["reason"] for r in await self._fetch("SELECT * FROM cordons")}
+
     async def live_gpus(self) -> set[str]:
         rows = await self._fetch("SELECT gpu_uuid FROM allocations WHERE live")
         return {r["gpu_uuid"] for r in rows}

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from fairlane_scheduler.api.auth import CallerDep
 from fairlane_scheduler.api.deps import RuntimeDep
 from fairlane_scheduler.api.schemas import (
+    CordonIn,
     GpuOut,
     NodeDetailOut,
     NodeOut,
@@ -115,6 +116,21 @@ async def get_node(name: str, runtime: RuntimeDep, _: CallerDep) -> NodeDetailOu
     if gpus is None:
         raise NotFoundError(f"no scores for node {name!r}")
     return NodeDetailOut(node=name, gpus=[GpuOut(**vars(g)) for g in gpus])
+
+
+@router.put("/v1/nodes/{name}/cordon", status_code=status.HTTP_204_NO_CONTENT)
+async def cordon_node(name: str, body: CordonIn, runtime: RuntimeDep, caller: CallerDep) -> None:
+    """Admin only: no new placements on this node (what runs there stays)."""
+    caller.require_admin()
+    await runtime.store.cordon(name, body.reason)
+    await runtime.live_gpus.refresh()
+
+
+@router.delete("/v1/nodes/{name}/cordon", status_code=status.HTTP_204_NO_CONTENT)
+async def uncordon_node(name: str, runtime: RuntimeDep, caller: CallerDep) -> None:
+    caller.require_admin()
+    await runtime.store.uncordon(name)
+    await runtime.live_gpus.refresh()
 
 
 @router.get("/v1/quotas/{namespace}", response_model=QuotaOut)

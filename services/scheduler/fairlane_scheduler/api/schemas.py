@@ -167,3 +167,9 @@ class QuotaOut(QuotaIn):
     namespace: str
     used_gpus: int
     used_by_model: dict[str, int]
+
+
+class CordonIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: Annotated[str, Field(max_length=500)] = ""

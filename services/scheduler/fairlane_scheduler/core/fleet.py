@@ -52,6 +52,7 @@ class FleetView:
         self.index = np.zeros(capacity, dtype=np.int32)
         self.dropped_ms = np.full(capacity, NEVER, dtype=np.int64)  # last record below
         self.recovered_ms = np.full(capacity, NEVER, dtype=np.int64)  # first at/above since
+        self.cordoned: frozenset[str] = frozenset()  # node names out of placement
         self._by_node: npt.NDArray[np.intp] | None = None  # rows by node, best score first
         self._name_rank: npt.NDArray[np.intp] | None = None  # node id -> rank of its name
 
@@ -113,6 +114,11 @@ class FleetView:
         if self._name_rank is None or len(self._name_rank) != len(self.nodes):
             self._name_rank = np.argsort(np.argsort(np.array(self.nodes)))
         return self._name_rank
+
+    def cordoned_rows(self) -> npt.NDArray[np.bool_]:
+        ids = [i for name in self.cordoned if (i := self._node_id.get(name)) is not None]
+        mask: npt.NDArray[np.bool_] = np.isin(self.node[: self._n], ids)
+        return mask
 
     def node_id(self, name: str) -> int | None:
         return self._node_id.get(name)

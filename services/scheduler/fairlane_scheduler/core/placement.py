@@ -107,7 +107,7 @@ def rejection_masks(
     n = len(fleet)
     allocated = np.zeros(n, dtype=bool)
     allocated[allocated_rows] = True
-    masks = [("allocated", allocated)]
+    masks = [("allocated", allocated), ("cordoned", fleet.cordoned_rows())]
     if policy.stale == "exclude":
         too_old = fleet.ts_ms[:n] < now_ms - policy.stale_after_s * 1000
         masks.append(("stale", fleet.stale[:n] | too_old))
