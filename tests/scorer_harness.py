@@ -34,6 +34,23 @@ class Scorer:
                 return float(line.split()[1])
         raise AssertionError(f"{name} not in /metrics")
 
+    def settle(self, quiet_s: float = 2.0, timeout_s: float = 180) -> None:
+        """Wait until the worker has read the backlog earlier tests left on the shared
+        topics (its input counters stop moving), so a test's own records are what moves
+        them next."""
+        counters = ("fairlane_scorer_records_in_total", "fairlane_scorer_placement_events_total")
+        deadline = time.monotonic() + timeout_s
+        last, quiet_since = None, time.monotonic()
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                now = tuple(self.metric(c) for c in counters)
+                if now != last:
+                    last, quiet_since = now, time.monotonic()
+                elif time.monotonic() - quiet_since >= quiet_s:
+                    return
+            time.sleep(0.25)
+        raise AssertionError(f"scorer still reading its backlog after {timeout_s}s")
+
 
 @contextlib.contextmanager
 def run_scorer(
@@ -51,7 +68,9 @@ def run_scorer(
     with service("fairlane_scorer", [], full_env, log) as proc:
         url = f"http://127.0.0.1:{port}"
         wait_for_http(f"{url}/healthz", proc, log)
-        yield Scorer(url, proc, log)
+        scorer = Scorer(url, proc, log)
+        scorer.settle()
+        yield scorer
 
 
 async def produce_samples(bootstrap: str, samples: Sequence[NodeSample]) -> None:
@@ -125,8 +144,12 @@ async def read_scores(bootstrap: str, prefix: str) -> AsyncIterator[ScoresReader
 
 
 async def eventually(check: Callable[[], bool], timeout_s: float = 60) -> None:
+    """Poll ``check``; a worker's web port briefly refusing (a rebalance) is "not yet"."""
     deadline = time.monotonic() + timeout_s
-    while not check():
+    while True:
+        with contextlib.suppress(httpx.HTTPError):
+            if check():
+                return
         if time.monotonic() > deadline:
             raise AssertionError(f"not true after {timeout_s}s")
         await asyncio.sleep(0.25)

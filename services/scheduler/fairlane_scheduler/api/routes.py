@@ -6,7 +6,7 @@ import time
 from typing import Annotated, Literal
 from uuid import UUID
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Path, Query, Response, status
 from fastapi.responses import JSONResponse
 
 from fairlane_scheduler.api.auth import CallerDep
@@ -30,6 +30,11 @@ from fairlane_scheduler.errors import NoCapacityError, NotFoundError, SchedulerE
 __all__ = ["router"]
 
 router = APIRouter()
+
+# Names that reach Postgres: what node and namespace names may be (no NUL, no spaces).
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$"
+NodeName = Annotated[str, Path(pattern=_NAME)]
+Namespace = Annotated[str, Path(pattern=_NAME)]
 
 _MAX_TIME_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last instant Python holds
 
@@ -71,7 +76,7 @@ async def list_placements(
     *,
     runtime: RuntimeDep,
     caller: CallerDep,
-    namespace: str | None = None,
+    namespace: Annotated[str | None, Query(pattern=_NAME)] = None,
     state: Literal["pending", "placed", "released", "expired", "failed"] | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     before_ms: Annotated[int | None, Query(ge=0, le=_MAX_TIME_MS)] = None,
@@ -119,7 +124,9 @@ async def get_node(name: str, runtime: RuntimeDep, _: CallerDep) -> NodeDetailOu
 
 
 @router.put("/v1/nodes/{name}/cordon", status_code=status.HTTP_204_NO_CONTENT)
-async def cordon_node(name: str, body: CordonIn, runtime: RuntimeDep, caller: CallerDep) -> None:
+async def cordon_node(
+    name: NodeName, body: CordonIn, runtime: RuntimeDep, caller: CallerDep
+) -> None:
     """Admin only: no new placements on this node (what runs there stays)."""
     caller.require_admin()
     await runtime.store.cordon(name, body.reason)
@@ -127,14 +134,14 @@ async def cordon_node(name: str, body: CordonIn, runtime: RuntimeDep, caller: Ca
 
 
 @router.delete("/v1/nodes/{name}/cordon", status_code=status.HTTP_204_NO_CONTENT)
-async def uncordon_node(name: str, runtime: RuntimeDep, caller: CallerDep) -> None:
+async def uncordon_node(name: NodeName, runtime: RuntimeDep, caller: CallerDep) -> None:
     caller.require_admin()
     await runtime.store.uncordon(name)
     await runtime.live_gpus.refresh()
 
 
 @router.get("/v1/quotas/{namespace}", response_model=QuotaOut)
-async def get_quota(namespace: str, runtime: RuntimeDep, caller: CallerDep) -> QuotaOut:
+async def get_quota(namespace: Namespace, runtime: RuntimeDep, caller: CallerDep) -> QuotaOut:
     caller.require_namespace(namespace)
     quota, used = await runtime.store.quota_and_usage(namespace)
     quota = quota or Quota()
@@ -149,7 +156,7 @@ async def get_quota(namespace: str, runtime: RuntimeDep, caller: CallerDep) -> Q
 
 @router.put("/v1/quotas/{namespace}", response_model=QuotaOut)
 async def set_quota(
-    namespace: str, body: QuotaIn, runtime: RuntimeDep, caller: CallerDep
+    namespace: Namespace, body: QuotaIn, runtime: RuntimeDep, caller: CallerDep
 ) -> QuotaOut:
     """Admin only. Applies to new placements; what is placed stays."""
     caller.require_admin()

@@ -172,4 +172,4 @@ class QuotaOut(QuotaIn):
 class CordonIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    reason: Annotated[str, Field(max_length=500)] = ""
+    reason: Annotated[str, Field(max_length=500, pattern=r"^[^\x00]*$")] = ""
