@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fairlane_events.records import GpuSample, GpuScore, NodeSample
+from fairlane_events.records import (
+    GpuSample,
+    GpuScore,
+    GpuSlot,
+    NodeAssignment,
+    NodeSample,
+    PlacementEvent,
+)
 
 GIB = 1024**3
 
@@ -56,3 +63,27 @@ def gpu_score(**overrides: Any) -> GpuScore:
     if "effective_capacity" not in overrides:
         values["effective_capacity"] = values["score"] * values["speed"]
     return GpuScore(**values)
+
+
+def single_gpu_placement(
+    node: str, uuid: str, kind: str, ts_ms: int, placement_id: str | None = None
+) -> PlacementEvent:
+    """A lifecycle event of a one-GPU placement (GPU index 0 of ``node``)."""
+    pid = placement_id or f"p-{uuid}"
+    assignment = NodeAssignment(
+        node=node,
+        node_rank=0,
+        gpus=[GpuSlot(uuid=uuid, index=0)],
+        cuda_visible_devices="0",
+        master_addr=node,
+        master_port=29500,
+        world_size=1,
+    )
+    return PlacementEvent(
+        placement_id=pid,
+        job_id=f"j-{pid}",
+        namespace="it",
+        event=kind,
+        ts_ms=ts_ms,
+        nodes=[assignment],
+    )

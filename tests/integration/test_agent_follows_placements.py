@@ -13,9 +13,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from fairlane_agent.__main__ import run
 from fairlane_agent.settings import AgentSettings
 from fairlane_events.codec import decode, encode
-from fairlane_events.records import GpuSlot, NodeAssignment, NodeSample, PlacementEvent
+from fairlane_events.records import NodeSample, PlacementEvent
 from fairlane_events.topics import NODE_SAMPLES, PLACEMENTS, STREAM_PARTITIONS
 from fairlane_sim.fleet import FleetSimulator
+from tests.factories import single_gpu_placement
 
 pytestmark = pytest.mark.integration
 
@@ -31,21 +32,6 @@ async def send(bootstrap: str, event: PlacementEvent) -> None:
         await producer.send_and_wait(PLACEMENTS, encode(event), key=event.placement_id.encode())
     finally:
         await producer.stop()
-
-
-def placement(pid: str, kind: str, node: str, uuid: str, ts_ms: int) -> PlacementEvent:
-    assignment = NodeAssignment(
-        node=node,
-        node_rank=0,
-        gpus=[GpuSlot(uuid=uuid, index=0)],
-        cuda_visible_devices="0",
-        master_addr=node,
-        master_port=29500,
-        world_size=1,
-    )
-    return PlacementEvent(
-        placement_id=pid, job_id=pid, namespace="t", event=kind, ts_ms=ts_ms, nodes=[assignment]
-    )
 
 
 async def utilisation_reaches(bootstrap: str, node: str, check: Callable[[float], bool]) -> None:
@@ -88,9 +74,9 @@ async def test_a_placed_job_loads_its_simulated_gpu_until_released(
     try:
         await utilisation_reaches(kafka_bootstrap, node, lambda u: u < 5)
         pid = f"p-{unique}"
-        await send(kafka_bootstrap, placement(pid, "created", node, gpu.uuid, now_ms()))
+        await send(kafka_bootstrap, single_gpu_placement(node, gpu.uuid, "created", now_ms(), pid))
         await utilisation_reaches(kafka_bootstrap, node, lambda u: u >= 92)
-        await send(kafka_bootstrap, placement(pid, "released", node, gpu.uuid, now_ms()))
+        await send(kafka_bootstrap, single_gpu_placement(node, gpu.uuid, "released", now_ms(), pid))
         await utilisation_reaches(kafka_bootstrap, node, lambda u: u < 5)
     finally:
         stop.set()

@@ -17,15 +17,12 @@ from fairlane_events.codec import decode, encode
 from fairlane_events.records import (
     DeadLetter,
     GpuScore,
-    GpuSlot,
-    NodeAssignment,
     NodeSample,
-    PlacementEvent,
 )
 from fairlane_events.topics import DEAD_LETTER, NODE_SAMPLES, TopicSpec
 from fairlane_runtime.kafka import ensure_topics
 from fairlane_scorer.app import placements_by_node_topic
-from tests.factories import gpu_sample
+from tests.factories import gpu_sample, single_gpu_placement
 from tests.scorer_harness import (
     Scorer,
     eventually,
@@ -121,26 +118,6 @@ async def _dead_letters_from(bootstrap: str, origins: set[tuple[int, int]]) -> l
     return found
 
 
-def _placement(node: str, uuid: str, kind: str, ts_ms: int) -> PlacementEvent:
-    assignment = NodeAssignment(
-        node=node,
-        node_rank=0,
-        gpus=[GpuSlot(uuid=uuid, index=0)],
-        cuda_visible_devices="0",
-        master_addr=node,
-        master_port=29500,
-        world_size=1,
-    )
-    return PlacementEvent(
-        placement_id=f"p-{uuid}",
-        job_id=f"j-{uuid}",
-        namespace="it",
-        event=kind,
-        ts_ms=ts_ms,
-        nodes=[assignment],
-    )
-
-
 def _node_round(
     node: str, ts: int, held: Mapping[str, object], free: Mapping[str, object]
 ) -> NodeSample:
@@ -160,7 +137,7 @@ async def test_our_jobs_load_is_masked_and_outside_load_is_not(
     held, free = f"{node}-held", f"{node}-free"
     t0 = int(time.time() * 1000)  # event time runs ahead of the wall clock: never stale
     applied = scorer.metric("fairlane_scorer_placement_events_total")
-    await produce_placement(kafka_bootstrap, _placement(node, held, "created", t0))
+    await produce_placement(kafka_bootstrap, single_gpu_placement(node, held, "created", t0))
     await eventually(lambda: scorer.metric("fairlane_scorer_placement_events_total") > applied)
     busy_job = [_node_round(node, t0 + i * STEP_MS, BUSY, {}) for i in range(1, 6)]
     outside = [_node_round(node, t0 + i * STEP_MS, BUSY, BUSY) for i in range(6, 16)]
@@ -170,7 +147,9 @@ async def test_our_jobs_load_is_masked_and_outside_load_is_not(
         await produce_samples(kafka_bootstrap, busy_job + outside)
         await reader.until(lambda r: any(s.ts_ms == outside[-1].ts_ms for s in r))
         applied = scorer.metric("fairlane_scorer_placement_events_total")
-        await produce_placement(kafka_bootstrap, _placement(node, held, "released", released_at))
+        await produce_placement(
+            kafka_bootstrap, single_gpu_placement(node, held, "released", released_at)
+        )
         await eventually(lambda: scorer.metric("fairlane_scorer_placement_events_total") > applied)
         await produce_samples(kafka_bootstrap, after)
         scores = await reader.until(lambda r: any(s.ts_ms == after[-1].ts_ms for s in r))
