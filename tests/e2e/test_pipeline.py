@@ -25,9 +25,9 @@ from fairlane_events.codec import decode
 from fairlane_events.records import DeadLetter
 from fairlane_events.topics import DEAD_LETTER, NODE_SAMPLES
 from fairlane_scheduler.api.deps import Runtime
-from fairlane_scheduler.app import create_app
 from fairlane_scheduler.settings import SchedulerSettings
 from tests.processes import free_port, service, wait_for_http
+from tests.scheduler_harness import running_scheduler
 
 pytestmark = pytest.mark.e2e
 
@@ -79,11 +79,7 @@ async def scheduler(
         stale_after_s=30,
         auth_disabled=True,
     )
-    app = create_app(settings)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client,
-    ):
+    async with running_scheduler(settings) as (client, app):
         yield client, app
 
 

@@ -18,9 +18,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from fairlane_events.codec import decode, encode
 from fairlane_events.records import PlacementEvent
 from fairlane_events.topics import GPU_SCORES, PLACEMENTS, STREAM_PARTITIONS
-from fairlane_scheduler.app import create_app
 from fairlane_scheduler.settings import SchedulerSettings
 from tests.factories import GIB, gpu_score
+from tests.scheduler_harness import running_scheduler, wait_for_node
 
 pytestmark = pytest.mark.integration
 
@@ -60,15 +60,8 @@ async def api(
         expiry_interval_s=0.2,
         auth_disabled=True,
     )
-    app = create_app(settings)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client,
-    ):
-        deadline = time.monotonic() + 30
-        while not any(g.node == node for g in app.state.runtime.fleet.gpus.values()):
-            assert time.monotonic() < deadline, "scores never reached the fleet view"
-            await asyncio.sleep(0.2)
+    async with running_scheduler(settings) as (client, app):
+        await wait_for_node(app, node)
         yield client, node
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -11,9 +9,9 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from fairlane_scheduler.app import create_app
 from fairlane_scheduler.settings import SchedulerSettings
 from tests.integration.test_scheduler_api import publish_scores
+from tests.scheduler_harness import running_scheduler, wait_for_node
 
 pytestmark = pytest.mark.integration
 
@@ -34,15 +32,8 @@ async def client(
         admin_token=SecretStr("admin-token"),
         namespace_tokens={"team-a": SecretStr("token-a"), "team-b": SecretStr("token-b")},
     )
-    app = create_app(settings)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http,
-    ):
-        deadline = time.monotonic() + 30
-        while not any(g.node == node for g in app.state.runtime.fleet.gpus.values()):
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.2)
+    async with running_scheduler(settings) as (http, app):
+        await wait_for_node(app, node)
         yield http
 
 

@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from collections import Counter
 from contextlib import AsyncExitStack
 
 import asyncpg
-import httpx
 import pytest
 
-from fairlane_scheduler.app import create_app
 from fairlane_scheduler.settings import SchedulerSettings
 from tests.integration.test_scheduler_api import publish_scores
+from tests.scheduler_harness import running_scheduler, wait_for_node
 
 pytestmark = pytest.mark.integration
 
@@ -33,28 +31,16 @@ async def test_replicas_never_double_allocate_under_load(
     async with AsyncExitStack() as stack:
         clients = []
         for _ in range(INSTANCES):
-            app = create_app(
-                SchedulerSettings(
-                    kafka_bootstrap_servers=kafka_bootstrap,
-                    database_url=database_url,
-                    auth_disabled=True,
-                    db_pool_max=20,
-                )
+            settings = SchedulerSettings(
+                kafka_bootstrap_servers=kafka_bootstrap,
+                database_url=database_url,
+                auth_disabled=True,
+                db_pool_max=20,
             )
-            await stack.enter_async_context(app.router.lifespan_context(app))
-            transport = httpx.ASGITransport(app=app)
-            clients.append(
-                await stack.enter_async_context(
-                    httpx.AsyncClient(transport=transport, base_url="http://t")
-                )
-            )
-            deadline = time.monotonic() + 30
-            while (
-                sum(g.node in nodes for g in app.state.runtime.fleet.gpus.values())
-                < NODES * GPUS_PER_NODE
-            ):
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.2)
+            client, app = await stack.enter_async_context(running_scheduler(settings))
+            clients.append(client)
+            for node in nodes:
+                await wait_for_node(app, node, GPUS_PER_NODE)
 
         given: dict[str, list[str]] = {}
         statuses: Counter[int] = Counter()

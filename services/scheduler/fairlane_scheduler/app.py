@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -23,6 +22,7 @@ from fairlane_scheduler.api.auth import TokenTable
 from fairlane_scheduler.api.deps import Runtime, SchedulerMetrics
 from fairlane_scheduler.api.errors import install_error_handlers
 from fairlane_scheduler.api.routes import router
+from fairlane_scheduler.clock import now_ms
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.errors import SchedulerError
@@ -32,10 +32,6 @@ from fairlane_scheduler.settings import SchedulerSettings
 __all__ = ["create_app"]
 
 log = logging.getLogger("fairlane.scheduler")
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 async def _housekeeping(service: PlacementService, interval_s: float) -> None:
@@ -72,7 +68,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
             store = PlacementStore(pool)
 
             def fresh_gpus() -> int:
-                return fleet.fresh_count(_now_ms(), settings.stale_after_s)
+                return fleet.fresh_count(now_ms(), settings.stale_after_s)
 
             policy = PlacementPolicy(
                 settings.threshold,
@@ -85,7 +81,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 fleet=fleet,
                 policy=policy,
                 ports=PortRange(settings.master_port_first, settings.master_port_last),
-                clock_ms=_now_ms,
+                clock_ms=now_ms,
                 is_fleet_ready=lambda: (
                     follower.caught_up
                     and (fresh_gpus() > 0 or (policy.stale == "last_known" and len(fleet) > 0))

@@ -9,13 +9,13 @@ expects, rather than an HTTP error.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict
 
 from fairlane_scheduler.api.deps import RuntimeDep
+from fairlane_scheduler.clock import now_ms
 from fairlane_scheduler.core.extender import NodeVerdict, judge_nodes, priorities
 from fairlane_scheduler.core.pod import PodError, pod_shape
 
@@ -58,7 +58,7 @@ def _judge(args: ExtenderArgs, runtime: RuntimeDep) -> dict[str, NodeVerdict]:
         shape=pod_shape(args.Pod),
         policy=runtime.policy,
         allocated=runtime.live_gpus.current,
-        now_ms=int(time.time() * 1000),
+        now_ms=now_ms(),
         node_names=_names(args),
     )
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Annotated, Literal
 from uuid import UUID
 
@@ -23,6 +22,7 @@ from fairlane_scheduler.api.schemas import (
     QuotaOut,
     RenewIn,
 )
+from fairlane_scheduler.clock import now_ms
 from fairlane_scheduler.core.nodes import gpu_states, node_summaries
 from fairlane_scheduler.core.quota import Quota
 from fairlane_scheduler.errors import NoCapacityError, NotFoundError, SchedulerError
@@ -110,14 +110,14 @@ async def renew_placement(
 @router.get("/v1/nodes", response_model=list[NodeOut])
 async def list_nodes(runtime: RuntimeDep, _: CallerDep) -> list[NodeOut]:
     """Every node the scores mention, with how many GPUs are free and why the others are not."""
-    summaries = node_summaries(runtime.fleet, runtime.live_gpus.current, runtime.policy, _now_ms())
+    summaries = node_summaries(runtime.fleet, runtime.live_gpus.current, runtime.policy, now_ms())
     return [NodeOut(**vars(s)) for s in summaries]
 
 
 @router.get("/v1/nodes/{name}", response_model=NodeDetailOut)
 async def get_node(name: str, runtime: RuntimeDep, _: CallerDep) -> NodeDetailOut:
     """One node's GPUs: score, its components, and the state the placement filter sees."""
-    gpus = gpu_states(runtime.fleet, name, runtime.live_gpus.current, runtime.policy, _now_ms())
+    gpus = gpu_states(runtime.fleet, name, runtime.live_gpus.current, runtime.policy, now_ms())
     if gpus is None:
         raise NotFoundError(f"no scores for node {name!r}")
     return NodeDetailOut(node=name, gpus=[GpuOut(**vars(g)) for g in gpus])
@@ -162,10 +162,6 @@ async def set_quota(
     caller.require_admin()
     await runtime.store.set_quota(namespace, Quota(body.max_gpus, body.max_gpus_per_model))
     return await get_quota(namespace, runtime, caller)
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @router.get("/healthz", include_in_schema=False)
