@@ -87,12 +87,6 @@ def last_rounds_seen(stream: list[NodeSample]) -> object:
     return done
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known, open: about one run in three, the restarted worker scores a GPU on a "
-    "window missing a sample the killed one processed; an offset can be committed ahead of "
-    "its changelog write (docs/scoring.md, Known limits). Runs every time: a fix shows as XPASS.",
-)
 async def test_kill_9_mid_stream_then_restart_gives_the_uninterrupted_scores(
     kafka_bootstrap: str, unique: str, tmp_path: Path
 ) -> None:

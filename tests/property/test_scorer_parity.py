@@ -2,12 +2,11 @@
 
 Random streams with gaps, spikes, duplicates, out-of-order and late samples, unsupported
 metrics and Fairlane allocations go through both paths; the streaming state also makes a
-JSON round trip through its table encoding on every step, as it does in Faust.
+round trip through its table encoding (the node row) on every step, as it does in Faust.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 
@@ -15,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fairlane_events.records import GpuSample
+from fairlane_scorer.core.node_rows import decode_node, encode_node
 from fairlane_scorer.core.window import GpuWindow, accept_sample, score_window
 from fairlane_scoring.allocation import Allocation, load_since_ms
 from fairlane_scoring.config import ScoreConfig
@@ -90,7 +90,7 @@ class Streamed:
             self.window, "node-p", ts_ms, sample, load_since_ms=since, config=CONFIG
         )
         if fresh is not None:
-            self.window = GpuWindow.from_dict(json.loads(json.dumps(fresh.to_dict())))
+            self.window = decode_node(encode_node({"GPU-p": fresh}))["GPU-p"]
 
 
 def assert_same(got: ScoreResult, want: ScoreResult) -> None:

@@ -4,7 +4,10 @@ over random streams: tests/property/test_scorer_parity.py.)"""
 import math
 from dataclasses import replace
 
+import numpy as np
+
 from fairlane_events.records import GpuSample
+from fairlane_scorer.core.node_rows import decode_node, encode_node
 from fairlane_scorer.core.window import (
     GpuWindow,
     accept_sample,
@@ -35,9 +38,14 @@ def stream(history: list[tuple[int, GpuSample]]) -> GpuWindow:
 STEADY = [(T0 + i * 30_000, gpu_sample()) for i in range(10)]
 
 
-def test_window_survives_its_table_encoding() -> None:
-    window = stream([(T0, gpu_sample(sm_active=None, mem_util_pct=None)), *STEADY[1:]])
-    assert GpuWindow.from_dict(window.to_dict()) == window
+def test_windows_survive_their_node_row_encoding() -> None:
+    first = stream([(T0, gpu_sample(sm_active=None, mem_util_pct=None)), *STEADY[1:]])
+    second = mark_emitted(first, score_window(first, T0, NEVER, CONFIG), T0)
+    decoded = decode_node(encode_node({"GPU-1": first, "GPU-2": second}))
+    assert list(decoded) == ["GPU-1", "GPU-2"]
+    for got, want in zip(decoded.values(), (first, second), strict=True):
+        assert np.array_equal(got.kept, want.kept)
+        assert replace(got, kept=want.kept).__dict__ == want.__dict__
 
 
 def test_duplicate_sample_is_not_accepted() -> None:
@@ -51,7 +59,7 @@ def test_duplicate_sample_is_not_accepted() -> None:
 
 def test_window_keeps_only_samples_inside_the_history_window() -> None:
     window = stream([*STEADY, (T0 + 2_000_000, gpu_sample())])
-    assert len(window.samples) == 1
+    assert len(window.kept) == 1
 
 
 def _emitted_window() -> tuple[GpuWindow, int]:
@@ -87,8 +95,8 @@ def test_score_after_a_quiet_spell_is_emitted_even_with_a_long_heartbeat() -> No
     assert should_emit(window, result, now + 90_001, slow)  # the timer may have said stale
 
 
-def test_overdue_after_stale_after_without_decoding_the_window() -> None:
-    stored = stream(STEADY).to_dict()
+def test_overdue_after_stale_after() -> None:
+    stored = stream(STEADY)
     last = STEADY[-1][0]
     assert not is_overdue(stored, last + 90_000, CONFIG)
     assert is_overdue(stored, last + 90_001, CONFIG)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -66,6 +67,11 @@ class ScoreConfig:
             raise ValueError("weights must be finite and non-negative")
         if self.hampel_window < 1 or self.hampel_n_sigma <= 0 or self.hampel_min_scale < 0:
             raise ValueError("need hampel_window >= 1, hampel_n_sigma > 0, hampel_min_scale >= 0")
+
+    @functools.cached_property
+    def component_weights(self) -> tuple[float, ...]:
+        """The weights in COMPONENTS order (what the instant score takes)."""
+        return tuple(self.weights[c] for c in COMPONENTS)
 
     @property
     def decay_rate_per_s(self) -> float:

@@ -9,12 +9,15 @@ same numbers on the same input. The steps, each a named function elsewhere:
 3. causal Hampel filter per component over the last ``hampel_window`` accepted samples
    inside the history window; load components only over samples since the GPU's load
    history last restarted (:mod:`~fairlane_scoring.outliers`);
-4. at ``now_ms``: load components of samples before ``load_since_ms`` (Fairlane's own
-   allocations, :mod:`~fairlane_scoring.allocation`) are masked; instant = health family
-   mean x load family mean (:mod:`~fairlane_scoring.combine`);
-5. score = min(gates inside the history window) x decayed mean of the instants
-   (:mod:`~fairlane_scoring.decay`); stale when the newest sample is older than
-   ``stale_after_s``.
+4. instant = health family mean x load family mean (:mod:`~fairlane_scoring.combine`),
+   kept twice per sample: with its load, and with its load masked;
+5. at ``now_ms``: samples before ``load_since_ms`` (Fairlane's own allocations,
+   :mod:`~fairlane_scoring.allocation`) count with their load masked; score = min(gates
+   inside the history window) x decayed mean of the instants (:mod:`~fairlane_scoring.decay`);
+   stale when the newest sample is older than ``stale_after_s``.
+
+:func:`score_kept` is step 5 on the four numbers each sample leaves behind, so that the
+streaming scorer keeps only those (and the few raw samples the spike filter needs).
 """
 
 from __future__ import annotations
@@ -24,16 +27,30 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from fairlane_events.records import GpuSample
 from fairlane_scoring.allocation import Allocation, load_since_ms
-from fairlane_scoring.combine import component_matrix, instant_scores
+from fairlane_scoring.combine import instant_score
 from fairlane_scoring.components import Components, component_scores, health_gate
 from fairlane_scoring.config import COMPONENTS, LOAD_COMPONENTS, ScoreConfig
 from fairlane_scoring.decay import decayed_mean, in_history
 from fairlane_scoring.outliers import filter_components
 
-__all__ = ["ScoreResult", "ScoredSample", "reference_score", "scored_history", "summarise"]
+__all__ = [
+    "KEPT_COLUMNS",
+    "ScoreResult",
+    "ScoredSample",
+    "reference_score",
+    "score_kept",
+    "scored_history",
+    "summarise",
+]
+
+#: What :func:`score_kept` needs of each sample, as the columns of one float64 row.
+KEPT_COLUMNS = ("ts_ms", "gate", "instant", "instant_load_masked")
+
+FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -44,6 +61,12 @@ class ScoredSample:
     gate: float
     raw: Components  # as measured: the Hampel window of later samples
     filtered: Components  # after the spike filter: what the score uses
+    instant: float  # of ``filtered``, load counted
+    instant_load_masked: float  # of ``filtered``, health only
+
+    def kept(self) -> tuple[float, float, float, float]:
+        """The sample's row in KEPT_COLUMNS order."""
+        return (self.ts_ms, self.gate, self.instant, self.instant_load_masked)
 
 
 @dataclass(frozen=True)
@@ -81,7 +104,8 @@ def scored_history(
             config.hampel_n_sigma,
             config.hampel_min_scale,
         )
-        scored.append(ScoredSample(ts_ms, health_gate(sample, previous_ecc), raws[i], filtered))
+        gate = health_gate(sample, previous_ecc)
+        scored.append(scored_sample(ts_ms, gate, raws[i], filtered, config))
         if sample.ecc_uncorrected_volatile is not None:
             previous_ecc = sample.ecc_uncorrected_volatile
     return scored
@@ -100,25 +124,49 @@ def reference_score(
     return summarise(scored, now_ms, load_since_ms(allocations, now_ms), config)
 
 
+def scored_sample(
+    ts_ms: int, gate: float, raw: Components, filtered: Components, config: ScoreConfig
+) -> ScoredSample:
+    weights = config.component_weights
+    return ScoredSample(
+        ts_ms,
+        gate,
+        raw,
+        filtered,
+        instant=instant_score(filtered, True, weights),
+        instant_load_masked=instant_score(filtered, False, weights),
+    )
+
+
 def summarise(
     samples: Sequence[ScoredSample], now_ms: int, load_since: float, config: ScoreConfig
 ) -> ScoreResult:
-    """The score at ``now_ms`` of accepted samples (ascending ``ts_ms``, non-empty); load
-    components count for samples at or after ``load_since``."""
-    ts = np.array([s.ts_ms for s in samples], dtype=np.float64)
-    instants = instant_scores(
-        component_matrix([s.filtered for s in samples]), ts >= load_since, config.weights
-    )
-    mean, n = decayed_mean(ts, instants, now_ms, config.decay_rate_per_s, config.history_s)
+    """The score at ``now_ms`` of accepted samples (ascending ``ts_ms``, non-empty)."""
+    kept = np.array([s.kept() for s in samples], dtype=np.float64)
+    return score_kept(kept, samples[-1].filtered, now_ms, load_since, config)
+
+
+def score_kept(
+    kept: FloatArray,
+    newest_filtered: Components,
+    now_ms: int,
+    load_since: float,
+    config: ScoreConfig,
+) -> ScoreResult:
+    """The score at ``now_ms`` of ``kept`` (one KEPT_COLUMNS row per accepted sample,
+    ascending time, non-empty); load counts for samples at or after ``load_since``."""
+    ts, gates, instants, masked = kept.T
+    values = np.where(ts >= load_since, instants, masked)
+    mean, n = decayed_mean(ts, values, now_ms, config.decay_rate_per_s, config.history_s)
     inside = in_history((now_ms - ts) / 1000.0, config.history_s)
-    gate = min((s.gate for s, ok in zip(samples, inside, strict=True) if ok), default=1.0)
-    newest = samples[-1]
+    gate = float(gates[inside].min()) if n else 1.0
+    newest_ts = int(ts[-1])
     return ScoreResult(
         score=0.0 if math.isnan(mean) else gate * mean,
-        components=_reported(newest.filtered, counted=newest.ts_ms >= load_since),
+        components=_reported(newest_filtered, counted=newest_ts >= load_since),
         samples_in_window=n,
-        stale=(now_ms - newest.ts_ms) > config.stale_after_s * 1000,
-        ts_ms=newest.ts_ms,
+        stale=(now_ms - newest_ts) > config.stale_after_s * 1000,
+        ts_ms=newest_ts,
     )
 
 

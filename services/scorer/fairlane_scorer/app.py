@@ -7,9 +7,8 @@ says what happens to each record.
 
 Tables, both co-partitioned with ``fairlane.node-samples.v1`` (key = node):
 
-- ``gpu-windows``: GPU uuid -> :class:`~fairlane_scorer.core.window.GpuWindow` dict. Every
-  GPU of a node arrives in the node's record, so only the agent that owns the node's
-  partition ever reads or writes a GPU's window.
+- ``node-windows``: node -> the windows of its GPUs (:mod:`fairlane_scorer.core.node_rows`),
+  one row written per record.
 - ``node-allocations``: node -> Fairlane's placements on it. Placement events are keyed
   by placement id; one agent re-keys them by node onto an internal topic with the same
   partition count, a second applies them to the table.
@@ -18,6 +17,7 @@ Tables, both co-partitioned with ``fairlane.node-samples.v1`` (key = node):
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable
 from types import MappingProxyType
 from typing import Any
 
@@ -27,6 +27,7 @@ from prometheus_client import generate_latest
 from fairlane_events import topics
 from fairlane_events.topics import TopicSpec
 from fairlane_scorer.agents import ScoringAgents, now_ms
+from fairlane_scorer.delivery import Deliveries, Handler, process_in_batches
 from fairlane_scorer.metrics import ScorerMetrics
 from fairlane_scorer.settings import ScorerSettings
 
@@ -38,7 +39,7 @@ __all__ = [
     "scorer_topics",
 ]
 
-WINDOWS_TABLE = "gpu-windows"
+WINDOWS_TABLE = "node-windows"
 ALLOCATIONS_TABLE = "node-allocations"
 
 
@@ -99,7 +100,7 @@ def _agents(app: faust.App, settings: ScorerSettings, metrics: ScorerMetrics) ->
         by_node=raw_topic(
             placements_by_node_topic(settings.app_id), partitions=partitions, internal=True
         ),
-        windows=app.Table(WINDOWS_TABLE, default=None, partitions=partitions),
+        windows=app.Table(WINDOWS_TABLE, default=None, partitions=partitions, value_type=bytes),
         allocations=app.Table(ALLOCATIONS_TABLE, default=None, partitions=partitions),
     )
 
@@ -126,6 +127,15 @@ def create_app(settings: ScorerSettings, metrics: ScorerMetrics | None = None) -
         key_serializer="raw",
         value_serializer="raw",
     )
+
+    def in_batches(stream: faust.StreamT[bytes], handle: Handler) -> Awaitable[None]:
+        return process_in_batches(
+            stream,
+            handle,
+            max_records=settings.batch_max_records,
+            within_s=settings.batch_within_s,
+        )
+
     placements = app.topic(
         topics.PLACEMENTS,
         partitions=topics.STREAM_PARTITIONS,
@@ -135,20 +145,20 @@ def create_app(settings: ScorerSettings, metrics: ScorerMetrics | None = None) -
 
     @app.agent(samples)
     async def score_samples(stream: faust.StreamT[bytes]) -> None:
-        async for event in stream.events():
+        async def handle(event: faust.EventT[bytes], out: Deliveries) -> None:
             t0 = time.perf_counter()
-            await agents.on_sample(event)
+            await agents.on_sample(event, out)
             _observe(app, metrics, event, t0)
+
+        await in_batches(stream, handle)
 
     @app.agent(placements)
     async def route_placements(stream: faust.StreamT[bytes]) -> None:
-        async for event in stream.events():
-            await agents.on_placement(event)
+        await in_batches(stream, agents.on_placement)
 
     @app.agent(agents.by_node)
     async def apply_placements(stream: faust.StreamT[bytes]) -> None:
-        async for event in stream.events():
-            agents.on_node_placement((event.key or b"").decode(), event.message.value)
+        await in_batches(stream, agents.on_node_placement)
 
     async def announce_stale() -> None:
         await agents.announce_stale(now_ms())

@@ -25,6 +25,10 @@ class ScorerSettings(ServiceSettings):
     stale_after_intervals: float = Field(3.0, gt=0)
     emit_epsilon: float = Field(0.01, ge=0)
     heartbeat_s: float = Field(60.0, gt=0)
+    batch_max_records: int = Field(
+        500, ge=1, description="records per batch: acked together once their output is delivered"
+    )
+    batch_within_s: float = Field(0.05, gt=0, description="longest wait to fill a batch")
     stale_check_s: float = Field(5.0, gt=0, description="how often the staleness timer scans")
 
     def score_config(self) -> ScoreConfig:

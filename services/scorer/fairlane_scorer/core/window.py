@@ -1,22 +1,25 @@
 """Incremental per-GPU state of the streaming scorer (pure).
 
-The Faust table stores one :class:`GpuWindow` per GPU as a JSON-able dict: the accepted
-samples still inside the history window (time, gate, raw and spike-filtered components).
-Each new sample is filtered against the raw values of the samples before it, older ones
-are pruned, and the score is computed from what is kept: the same numbers the batch
-reference computes from the whole history.
+A GPU's state keeps, for each accepted sample still inside the history window, the four
+numbers the score needs (``fairlane_scoring.reference.KEPT_COLUMNS``: time, health gate,
+instant with and without load), plus the raw components of the last few samples for the
+spike filter. Each new sample is filtered against those, older ones are pruned, and the
+score is computed from what is kept: the same numbers the batch reference computes from
+the whole history (tests/property/test_scorer_parity.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from fairlane_events.records import GpuSample
-from fairlane_scoring.components import component_scores, health_gate
+from fairlane_scoring.components import Components, component_scores, health_gate
 from fairlane_scoring.config import ScoreConfig
 from fairlane_scoring.outliers import filter_components
-from fairlane_scoring.reference import ScoredSample, ScoreResult, summarise
+from fairlane_scoring.reference import KEPT_COLUMNS, ScoreResult, score_kept, scored_sample
 
 __all__ = [
     "GpuWindow",
@@ -27,14 +30,19 @@ __all__ = [
     "should_emit",
 ]
 
+FloatArray = npt.NDArray[np.float64]
+_NOTHING_KEPT = np.empty((0, len(KEPT_COLUMNS)), dtype=np.float64)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, eq=False)
 class GpuWindow:
     node: str
     index: int
     model: str
     mem_total_bytes: int | None
-    samples: tuple[ScoredSample, ...]  # accepted, inside the history window, oldest first
+    kept: FloatArray  # KEPT_COLUMNS rows of the accepted samples in the window, oldest first
+    recent: tuple[tuple[int, Components], ...]  # (ts_ms, raw) of the spike filter's window
+    filtered: Components  # the newest sample's components after the spike filter
     last_ecc: int | None  # the newest reported uncorrected ECC count (the gate's baseline)
     emitted_score: float | None = None  # what the scores topic last said...
     emitted_stale: bool | None = None
@@ -42,28 +50,7 @@ class GpuWindow:
 
     @property
     def last_ts_ms(self) -> int:
-        return self.samples[-1].ts_ms
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "node": self.node,
-            "index": self.index,
-            "model": self.model,
-            "mem_total_bytes": self.mem_total_bytes,
-            "samples": [[s.ts_ms, s.gate, list(s.raw), list(s.filtered)] for s in self.samples],
-            "last_ecc": self.last_ecc,
-            "emitted_score": self.emitted_score,
-            "emitted_stale": self.emitted_stale,
-            "emitted_at_ms": self.emitted_at_ms,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GpuWindow:
-        samples = tuple(
-            ScoredSample(ts, gate, tuple(raw), tuple(filtered))
-            for ts, gate, raw, filtered in data["samples"]
-        )
-        return cls(**{**data, "samples": samples})
+        return int(self.kept[-1, 0])
 
 
 def accept_sample(
@@ -80,33 +67,33 @@ def accept_sample(
     if window is not None and ts_ms <= window.last_ts_ms:
         return None
     horizon = ts_ms - config.history_s * 1000
-    kept = [s for s in window.samples if s.ts_ms >= horizon] if window else []
-    previous_ecc = window.last_ecc if window else None
+    recent: tuple[tuple[int, Components], ...] = ()
+    if window is None:
+        kept, previous_ecc = _NOTHING_KEPT, None
+    else:
+        first = int(np.searchsorted(window.kept[:, 0], horizon, side="left"))
+        kept = window.kept[first:]
+        recent = tuple(r for r in window.recent if r[0] >= horizon)
+        previous_ecc = window.last_ecc
     raw = component_scores(sample, config.thermal_margin_c)
-    before = kept[max(0, len(kept) - config.hampel_window + 1) :]
     filtered = filter_components(
-        [*((s.ts_ms, s.raw) for s in before), (ts_ms, raw)],
-        load_since_ms,
-        config.hampel_n_sigma,
-        config.hampel_min_scale,
+        [*recent, (ts_ms, raw)], load_since_ms, config.hampel_n_sigma, config.hampel_min_scale
     )
-    scored = ScoredSample(ts_ms, health_gate(sample, previous_ecc), raw, filtered)
+    scored = scored_sample(ts_ms, health_gate(sample, previous_ecc), raw, filtered, config)
+    recent = (*recent, (ts_ms, raw))
     ecc = sample.ecc_uncorrected_volatile
-    fresh = GpuWindow(
+    return GpuWindow(
         node=node,
         index=sample.index,
         model=sample.model,
         mem_total_bytes=sample.mem_total_bytes,
-        samples=(*kept, scored),
+        kept=np.vstack([kept, scored.kept()]),
+        recent=recent[max(0, len(recent) - (config.hampel_window - 1)) :],
+        filtered=filtered,
         last_ecc=ecc if ecc is not None else previous_ecc,
-    )
-    if window is None:
-        return fresh
-    return replace(
-        fresh,
-        emitted_score=window.emitted_score,
-        emitted_stale=window.emitted_stale,
-        emitted_at_ms=window.emitted_at_ms,
+        emitted_score=None if window is None else window.emitted_score,
+        emitted_stale=None if window is None else window.emitted_stale,
+        emitted_at_ms=None if window is None else window.emitted_at_ms,
     )
 
 
@@ -114,7 +101,7 @@ def score_window(
     window: GpuWindow, now_ms: int, load_since_ms: float, config: ScoreConfig
 ) -> ScoreResult:
     """The GPU's score at ``now_ms`` (same formula as ``reference_score``)."""
-    return summarise(window.samples, now_ms, load_since_ms, config)
+    return score_kept(window.kept, window.filtered, now_ms, load_since_ms, config)
 
 
 def should_emit(window: GpuWindow, result: ScoreResult, now_ms: int, config: ScoreConfig) -> bool:
@@ -139,8 +126,6 @@ def mark_emitted(window: GpuWindow, result: ScoreResult, now_ms: int) -> GpuWind
     )
 
 
-def is_overdue(stored: dict[str, Any], now_ms: int, config: ScoreConfig) -> bool:
-    """Whether a GPU's stored window (its table dict) has gone without a sample for longer
-    than ``stale_after``: read without decoding the window, for the timer's fleet scan."""
-    last_ts_ms: int = stored["samples"][-1][0]
-    return now_ms - last_ts_ms > config.stale_after_s * 1000
+def is_overdue(window: GpuWindow, now_ms: int, config: ScoreConfig) -> bool:
+    """Whether the GPU has gone without a sample for longer than ``stale_after``."""
+    return now_ms - window.last_ts_ms > config.stale_after_s * 1000
