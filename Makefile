@@ -8,7 +8,7 @@ export UV_PYTHON ?= 3.11
 export UV_PYTHON_DOWNLOADS ?= never
 VENV := .venv
 PY := $(VENV)/bin/python
-PACKAGES := -p fairlane_events -p fairlane_scoring -p fairlane_sim -p fairlane_runtime \
+PACKAGES := -p fairlane_events -p fairlane_scoring -p fairlane_sim -p fairlane_runtime -p fairlane_eval \
             -p fairlane_agent -p fairlane_scorer -p fairlane_scheduler
 PYTEST_ARGS ?=
 

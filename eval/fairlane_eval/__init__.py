@@ -1,0 +1,1 @@
+"""Fairlane evaluation: does placing by live GPU health make synchronous jobs finish sooner?"""
