@@ -2,12 +2,13 @@
 
 import math
 
+import numpy as np
 import pytest
 
 from fairlane_events.records import GpuSample
 from fairlane_scoring.allocation import Allocation
 from fairlane_scoring.config import ScoreConfig
-from fairlane_scoring.reference import reference_score
+from fairlane_scoring.reference import reference_score, score_kept
 from tests.factories import gpu_sample
 
 CONFIG = ScoreConfig(interval_s=30.0)
@@ -128,3 +129,12 @@ def test_stale_after_three_intervals() -> None:
 def test_unsupported_metrics_are_renormalised_away() -> None:
     sparse = {"sm_active": None, "mem_util_pct": None, "power_w": None, "temp_c": None}
     assert score_at_end(history(*[gpu_sample(**sparse)] * 3)) == pytest.approx(1.0)
+
+
+def test_score_of_a_perfect_history_is_never_above_one() -> None:
+    # Eight samples of 1.0 at 60 s: the decayed mean rounds to 1.0000000000000002, which
+    # the scores topic's schema (score <= 1) rejects; the evaluation's simulator found it.
+    config = ScoreConfig(interval_s=60.0)
+    kept = np.array([(T0 + i * 60_000, 1.0, 1.0, 1.0) for i in range(8)], dtype=np.float64)
+    result = score_kept(kept, (1.0,) * 6, T0 + 7 * 60_000, -math.inf, config)
+    assert result.score == 1.0

@@ -162,7 +162,9 @@ def score_kept(
     gate = float(gates[inside].min()) if n else 1.0
     newest_ts = int(ts[-1])
     return ScoreResult(
-        score=0.0 if math.isnan(mean) else gate * mean,
+        # A weighted mean of values in 0..1 can round to just above 1 (1.0000000000000002),
+        # which the scores topic's schema rejects: clip to the range it is defined on.
+        score=0.0 if math.isnan(mean) else min(1.0, max(0.0, gate * mean)),
         components=_reported(newest_filtered, counted=newest_ts >= load_since),
         samples_in_window=n,
         stale=(now_ms - newest_ts) > config.stale_after_s * 1000,

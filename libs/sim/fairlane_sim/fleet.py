@@ -124,6 +124,11 @@ class FleetSimulator:
         count = max(1, round(event.fraction * len(pool)))
         return frozenset(str(u) for u in self._rng.choice(pool, size=count, replace=False))
 
+    def events_touching(self, uuid: str) -> list[ScenarioEvent]:
+        """The scenario's events touching GPU ``uuid`` (its degraded episode included, the
+        jobs placed on it not), in scenario order."""
+        return [e for e, touched in self._touched if e.kind != "job" and uuid in touched]
+
     def start_job(self, job_id: str, uuids: Iterable[str], ts_ms: int) -> None:
         """A job runs on ``uuids`` from ``ts_ms`` (GPUs of other fleets are ignored)."""
         self._job_changes.append((job_id, frozenset(uuids), ts_ms))

@@ -7,6 +7,7 @@ multi-node job is a gang, all nodes or none. Between nodes:
 
 - ``fastest``: a synchronous gang runs at its slowest GPU, so take the nodes whose best
   GPUs have the highest minimum effective capacity (that maximises the gang's minimum);
+  effective capacity is score x model speed, the job's own per-model speeds when given;
 - ``binpack``: fill partly used nodes first (fewest free GPUs), keep whole nodes free;
 - ``spread``: the least used nodes first.
 
@@ -35,6 +36,7 @@ __all__ = [
     "Policy",
     "best_per_node",
     "choose",
+    "effective_capacity",
     "qualifying",
     "rejection_masks",
 ]
@@ -51,6 +53,10 @@ class JobShape:
     min_gpu_memory_gib: float | None = None
     models: frozenset[str] | None = None  # catalogue keys; None = any
     policy: Policy = "fastest"
+    #: This job's own speed on each GPU model (catalogue key -> any consistent unit, e.g.
+    #: measured steps/s): effective capacity = score x it, instead of the catalogue's
+    #: one-number prior. Models it does not name count as 0 (never preferred).
+    model_speeds: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -172,6 +178,17 @@ def choose(
     return result
 
 
+def effective_capacity(fleet: FleetView, shape: JobShape) -> npt.NDArray[np.float64]:
+    """Every row's effective capacity for this job: score x the model's speed, the job's
+    own speeds when it gives them, else the catalogue's prior (the fleet's column)."""
+    n = len(fleet)
+    if shape.model_speeds is None:
+        return fleet.capacity[:n]
+    speeds = np.array([shape.model_speeds.get(key, 0.0) for key in fleet.models] or [0.0])
+    capacity: npt.NDArray[np.float64] = fleet.score[:n] * speeds[fleet.model[:n]]
+    return capacity
+
+
 def _choose(
     fleet: FleetView,
     shape: JobShape,
@@ -186,8 +203,9 @@ def _choose(
     if len(node_ids) < shape.nodes:
         wanted = f"{shape.nodes} node(s) with {per_node} qualifying GPUs each"
         return NoPlacement(dict(rejected), f"need {wanted}, found {len(node_ids)}")
-    min_cap = fleet.capacity[top].min(axis=1)
-    total_cap = fleet.capacity[top].sum(axis=1)
+    capacity = effective_capacity(fleet, shape)
+    min_cap = capacity[top].min(axis=1)
+    total_cap = capacity[top].sum(axis=1)
     name_rank = fleet.name_rank()[node_ids]
     if shape.policy == "fastest":
         primary = -min_cap

@@ -1,0 +1,165 @@
+"""The hidden fleet: every GPU's model, persistent speed factor and fail-slow episodes.
+
+Nothing here is visible to a policy except through what it is allowed to see: the
+simulated NVML samples (for Fairlane's scorer) or the true speed (for the oracle). Both
+come from :func:`fairlane_sim.physics.read_gpu`, the physics the agent's simulated fleet
+runs, given the GPU's episodes and the jobs placed on it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fairlane_eval.core.faults import FaultModel, draw_episodes, episode_end_s
+from fairlane_events.gpu_models import CATALOG, GpuModelSpec
+from fairlane_sim.fleet import JOB_RAMP_S, FleetSimulator, FleetSpec
+from fairlane_sim.physics import DRAWS_PER_SAMPLE, GpuReading, read_gpu
+from fairlane_sim.scenario import Scenario, ScenarioEvent
+
+__all__ = ["ClusterSpec", "HiddenFleet", "HiddenGpu", "job_event"]
+
+_NO_NOISE = (0.5,) * DRAWS_PER_SAMPLE
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """``nodes`` per catalogue model, ``gpus_per_node`` each; nodes are named by model."""
+
+    nodes: tuple[tuple[str, int], ...]  # (catalogue key, node count)
+    gpus_per_node: int = 8
+
+    def __post_init__(self) -> None:
+        unknown = [m for m, _ in self.nodes if m not in CATALOG]
+        if unknown or not self.nodes or any(n < 1 for _, n in self.nodes):
+            raise ValueError(f"nodes must be (catalogue key, count >= 1); unknown: {unknown}")
+
+    @classmethod
+    def parse(cls, text: str, gpus_per_node: int = 8) -> ClusterSpec:
+        """``"V100:64,P100:32"`` -> 64 V100 nodes and 32 P100 nodes."""
+        pairs = []
+        for part in text.split(","):
+            model, _, count = part.strip().partition(":")
+            if not count.isdigit():
+                raise ValueError(f"cluster {text!r}: expected MODEL:NODES[,MODEL:NODES...]")
+            pairs.append((model, int(count)))
+        return cls(tuple(pairs), gpus_per_node)
+
+    @property
+    def gpus(self) -> int:
+        return sum(n for _, n in self.nodes) * self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class HiddenGpu:
+    row: int  # position in HiddenFleet.gpus
+    node: str
+    index: int
+    uuid: str
+    spec: GpuModelSpec
+    base_speed: float  # persistent factor vs the median GPU of its model
+    idle_temp_c: float
+
+
+def job_event(start_s: float, end_s: float | None) -> ScenarioEvent:
+    """A job's load on its GPUs, as the fleet simulator models it (warms, holds, cools)."""
+    duration = None if end_s is None else max(1e-3, end_s - start_s)
+    return ScenarioEvent("job", start_s=start_s, duration_s=duration, ramp_s=JOB_RAMP_S)
+
+
+class HiddenFleet:
+    def __init__(self, gpus: Sequence[HiddenGpu], episodes: Sequence[Sequence[ScenarioEvent]]):
+        if len(gpus) != len(episodes):
+            raise ValueError("one episode list per GPU")
+        self.gpus = tuple(gpus)
+        self.episodes = tuple(tuple(e) for e in episodes)
+
+    @classmethod
+    def build(
+        cls,
+        spec: ClusterSpec,
+        speeds: Sequence[float] | np.ndarray,
+        faults: FaultModel,
+        horizon_s: float,
+        seed: int,
+    ) -> HiddenFleet:
+        """A fleet whose GPUs draw persistent speeds from ``speeds`` (measured same-model
+        spread) and episodes from ``faults`` over ``horizon_s``; all from ``seed``."""
+        rng = np.random.default_rng(seed)
+        measured = np.sort(np.asarray(speeds, dtype=np.float64))
+        gpus: list[HiddenGpu] = []
+        for model, count in spec.nodes:
+            for n in range(count):
+                node = f"{model.lower()}-{n:04d}"
+                for i in range(spec.gpus_per_node):
+                    speed = float(np.quantile(measured, rng.random()))
+                    idle = float(rng.uniform(32, 45))
+                    uuid = f"GPU-{seed:04x}-{len(gpus):06d}"
+                    gpus.append(HiddenGpu(len(gpus), node, i, uuid, CATALOG[model], speed, idle))
+        return cls(gpus, draw_episodes(rng, len(gpus), horizon_s, faults))
+
+    @classmethod
+    def from_simulator(cls, spec: FleetSpec, scenario: Scenario) -> HiddenFleet:
+        """The agent's simulated fleet for ``spec`` and ``scenario``: the same GPUs (uuids,
+        base speeds) and the same events touching each, as ``fairlane-agent --simulate``."""
+        sim = FleetSimulator(spec, scenario)
+        episodes: list[list[ScenarioEvent]] = []
+        gpus: list[HiddenGpu] = []
+        for node_gpus in sim.gpus.values():
+            for g in node_gpus:
+                gpus.append(
+                    HiddenGpu(
+                        len(gpus), g.node, g.index, g.uuid, g.spec, g.base_speed, g.idle_temp_c
+                    )
+                )
+                episodes.append(sim.events_touching(g.uuid))
+        return cls(gpus, episodes)
+
+    def events_at(
+        self, row: int, t_s: float, jobs: Iterable[ScenarioEvent] = ()
+    ) -> list[tuple[ScenarioEvent, float]]:
+        """The events touching GPU ``row`` at ``t_s``, with the seconds since each began."""
+        return [
+            (e, t_s - e.start_s)
+            for e in (*self.episodes[row], *jobs)
+            if e.start_s <= t_s and (e.kind == "ecc" or t_s < episode_end_s(e))
+        ]
+
+    def read(
+        self,
+        row: int,
+        t_s: float,
+        jobs: Iterable[ScenarioEvent] = (),
+        draws: Sequence[float] = _NO_NOISE,
+    ) -> GpuReading:
+        gpu = self.gpus[row]
+        return read_gpu(
+            uuid=gpu.uuid,
+            index=gpu.index,
+            spec=gpu.spec,
+            base_speed=gpu.base_speed,
+            idle_temp_c=gpu.idle_temp_c,
+            events=self.events_at(row, t_s, jobs),
+            draws=draws,
+        )
+
+    def true_speed(self, row: int, t_s: float) -> float:
+        """How fast the GPU really is at ``t_s`` vs its model's median GPU (0 = unusable).
+        Jobs only warm a GPU below its slowdown point, so they do not change its speed."""
+        return self.read(row, t_s).true_speed
+
+    def breakpoints(self, row: int) -> list[float]:
+        """Times at which the GPU's episodes change its physics (start, end of heating,
+        end, end of cooling): its samples are stationary between them."""
+        points: set[float] = set()
+        for e in self.episodes[row]:
+            points.add(e.start_s)
+            if e.kind == "thermal":
+                points.add(e.start_s + e.ramp_s)
+            end = episode_end_s(e)
+            if math.isfinite(end):
+                points.update((end, e.start_s + (e.duration_s or 0)))
+        return sorted(points)

@@ -1,0 +1,62 @@
+"""The policies compared: what each may see of the fleet, and how it chooses.
+
+Every policy decides with the scheduler's own core (``fairlane_scheduler.core.placement
+.choose``); they differ only in the fleet view they are given and the packing rule:
+
+- ``constant``: every GPU worth 1.0 (static allocation);
+- ``scores``: Fairlane's live scores, threshold and stabilization window;
+- ``truth``: every GPU's true current speed (the oracle: placement with perfect knowledge).
+
+With equal scores ``choose`` falls back to its tie-breaks, which make the static policies
+what their names say: ``fastest`` on a constant view is first fit (node name, then GPU
+index), ``spread`` is Kubernetes' default least-allocated scoring, ``binpack`` is
+most-allocated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from fairlane_scheduler.core.placement import Policy
+
+__all__ = ["POLICIES", "PolicySpec", "View", "policy"]
+
+View = Literal["constant", "scores", "truth"]
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    name: str
+    view: View
+    pack: Policy
+    job_speeds: bool = False  # rank by the job's measured per-model throughput
+    description: str = ""
+
+
+POLICIES: tuple[PolicySpec, ...] = (
+    PolicySpec("static", "constant", "fastest", description="every GPU 1.0, first fit"),
+    PolicySpec(
+        "k8s-least-allocated", "constant", "spread", description="every GPU 1.0, least allocated"
+    ),
+    PolicySpec("static-binpack", "constant", "binpack", description="every GPU 1.0, binpack"),
+    PolicySpec("fairlane-fastest", "scores", "fastest", description="live scores, fastest"),
+    PolicySpec("fairlane-binpack", "scores", "binpack", description="live scores, binpack"),
+    PolicySpec("fairlane-spread", "scores", "spread", description="live scores, spread"),
+    PolicySpec(
+        "fairlane-hetero",
+        "scores",
+        "fastest",
+        job_speeds=True,
+        description="live scores x the job's measured speed per model",
+    ),
+    PolicySpec("oracle", "truth", "fastest", job_speeds=True, description="true current speeds"),
+)
+
+
+def policy(name: str) -> PolicySpec:
+    for spec in POLICIES:
+        if spec.name == name:
+            return spec
+    known = ", ".join(p.name for p in POLICIES)
+    raise ValueError(f"unknown policy {name!r}; known: {known}")
