@@ -75,6 +75,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 settings.stale_after_s,
                 stale=settings.stale_policy,
                 below_threshold=settings.below_threshold,
+                capacity_resolution=settings.capacity_resolution,
             )
             service = PlacementService(
                 store=store,

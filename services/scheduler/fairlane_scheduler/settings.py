@@ -36,6 +36,12 @@ class SchedulerSettings(ServiceSettings):
     stabilization_s: float = Field(
         120.0, ge=0, description="a GPU that fell below the threshold must stay above it this long"
     )
+    capacity_resolution: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="fastest: gangs whose slowest capacities differ by less are ties (0: exact)",
+    )
     expiry_interval_s: float = Field(
         1.0, gt=0, description="how often leases expire and pending requests are retried"
     )

@@ -75,6 +75,11 @@ class PlacementPolicy:
     stale_after_s: float = 180.0
     stale: Literal["exclude", "last_known"] = "exclude"
     below_threshold: Literal["fail", "best_available"] = "fail"
+    #: ``fastest`` treats gangs whose slowest GPUs' effective capacities fall in the same
+    #: step of this size as equally fast and takes the first by name: score differences
+    #: below the score's own noise are no information, and ranking by them scatters jobs
+    #: over the fleet (docs/evaluation.md measured it). 0: rank by the exact value.
+    capacity_resolution: float = 0.1
 
 
 @dataclass(frozen=True)
@@ -169,10 +174,11 @@ def choose(
 ) -> Choice | NoPlacement:
     allocated_rows = fleet.rows_of(allocated)
     masks = rejection_masks(fleet, shape, policy, allocated_rows, now_ms)
-    result = _choose(fleet, shape, masks, allocated_rows)
+    resolution = policy.capacity_resolution
+    result = _choose(fleet, shape, masks, allocated_rows, resolution)
     if isinstance(result, NoPlacement) and policy.below_threshold == "best_available":
         lenient = [(r, m) for r, m in masks if r not in _HEALTH_REASONS]
-        fallback = _choose(fleet, shape, lenient, allocated_rows)
+        fallback = _choose(fleet, shape, lenient, allocated_rows, resolution)
         if isinstance(fallback, Choice):
             return replace(fallback, fallback=True)
     return result
@@ -194,6 +200,7 @@ def _choose(
     shape: JobShape,
     masks: list[tuple[str, npt.NDArray[np.bool_]]],
     allocated_rows: npt.NDArray[np.intp],
+    resolution: float,
 ) -> Choice | NoPlacement:
     n, per_node = len(fleet), shape.gpus_per_node
     ok, rejected = qualifying(masks, n)
@@ -208,13 +215,16 @@ def _choose(
     total_cap = capacity[top].sum(axis=1)
     name_rank = fleet.name_rank()[node_ids]
     if shape.policy == "fastest":
-        primary = -min_cap
+        primary = -np.floor(min_cap / resolution + 1e-9) if resolution > 0 else -min_cap
     else:
         size = np.bincount(fleet.node[:n], minlength=len(fleet.nodes))[node_ids]
         used = np.bincount(fleet.node[allocated_rows], minlength=len(fleet.nodes))[node_ids]
         # binpack: fewest free GPUs first; spread: the smallest used share first.
         primary = (size - used).astype(float) if shape.policy == "binpack" else used / size
-    order = np.lexsort((name_rank, -total_cap, -min_cap, primary))[: shape.nodes]
+    if shape.policy == "fastest" and resolution > 0:
+        order = np.lexsort((name_rank, primary))[: shape.nodes]
+    else:
+        order = np.lexsort((name_rank, -total_cap, -min_cap, primary))[: shape.nodes]
     chosen = tuple(
         NodeChoice(fleet.nodes[node_ids[i]], tuple(int(r) for r in top[i])) for i in order
     )
