@@ -1,0 +1,2 @@
+"""Charts of the evaluation (matplotlib, Agg backend): they read data and write PNGs, so
+they live outside the pure ``core``."""
