@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fairlane_eval.core.faults import FaultModel, draw_episodes, episode_end_s
+from fairlane_eval.core.fleet_variability import Variability, speeds_for_model
 from fairlane_events.gpu_models import CATALOG, GpuModelSpec
 from fairlane_sim.fleet import JOB_RAMP_S, FleetSimulator, FleetSpec
 from fairlane_sim.physics import DRAWS_PER_SAMPLE, GpuReading, read_gpu
@@ -81,24 +82,27 @@ class HiddenFleet:
     def build(
         cls,
         spec: ClusterSpec,
-        speeds: Sequence[float] | np.ndarray,
+        variability: Variability,
         faults: FaultModel,
         horizon_s: float,
         seed: int,
     ) -> HiddenFleet:
-        """A fleet whose GPUs draw persistent speeds from ``speeds`` (measured same-model
-        spread) and episodes from ``faults`` over ``horizon_s``; all from ``seed``."""
+        """A fleet whose GPUs draw persistent speeds from ``variability`` (measured
+        same-model spread) and episodes from ``faults`` over ``horizon_s``; all from
+        ``seed``. Nodes of different models are shuffled together, so that first fit by
+        name favours no model."""
         rng = np.random.default_rng(seed)
-        measured = np.sort(np.asarray(speeds, dtype=np.float64))
+        models = [model for model, count in spec.nodes for _ in range(count)]
+        rng.shuffle(models)
         gpus: list[HiddenGpu] = []
-        for model, count in spec.nodes:
-            for n in range(count):
-                node = f"{model.lower()}-{n:04d}"
-                for i in range(spec.gpus_per_node):
-                    speed = float(np.quantile(measured, rng.random()))
-                    idle = float(rng.uniform(32, 45))
-                    uuid = f"GPU-{seed:04x}-{len(gpus):06d}"
-                    gpus.append(HiddenGpu(len(gpus), node, i, uuid, CATALOG[model], speed, idle))
+        for n, model in enumerate(models):
+            measured = np.sort(np.asarray(speeds_for_model(variability, model), dtype=np.float64))
+            node = f"node-{n:04d}"
+            for i in range(spec.gpus_per_node):
+                speed = float(np.quantile(measured, rng.random()))
+                idle = float(rng.uniform(32, 45))
+                uuid = f"GPU-{seed:04x}-{len(gpus):06d}"
+                gpus.append(HiddenGpu(len(gpus), node, i, uuid, CATALOG[model], speed, idle))
         return cls(gpus, draw_episodes(rng, len(gpus), horizon_s, faults))
 
     @classmethod

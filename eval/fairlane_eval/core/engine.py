@@ -145,6 +145,7 @@ class _Simulation:
         self.allocated: set[str] = set()
         self.running: dict[int, _Running] = {}
         self.waiting: dict[int, _Waiting] = {}
+        self.shapes: dict[int, JobShape] = {}
         self.starts: dict[int, _Started] = {}
         self.outcomes: dict[int, JobOutcome] = {}
         self.score_dirty: dict[int, float] = {}  # row -> sample it until then
@@ -282,13 +283,20 @@ class _Simulation:
 
     # ------------------------------------------------------------------ placement
     def _shape(self, job: Job) -> JobShape:
-        speeds = None
-        if self.spec.job_speeds:
-            speeds = {
-                key: self.throughputs.steps_per_s(job.job_type, key, job.gpus)
-                for key in self.view.models
-            }
-        return JobShape(job.gpus_per_node, job.nodes, policy=self.spec.pack, model_speeds=speeds)
+        """The request a launcher would send: models the job cannot run on (no measured
+        throughput) are not allowed, whatever the policy."""
+        speeds = {
+            key: self.throughputs.steps_per_s(job.job_type, key, job.gpus)
+            for key in self.view.models
+        }
+        runnable = frozenset(key for key, speed in speeds.items() if speed > 0)
+        return JobShape(
+            job.gpus_per_node,
+            job.nodes,
+            models=None if len(runnable) == len(speeds) else runnable,
+            policy=self.spec.pack,
+            model_speeds=speeds if self.spec.job_speeds else None,
+        )
 
     def _qualifying(self) -> np.ndarray:
         n = len(self.view)
@@ -320,7 +328,9 @@ class _Simulation:
         if wait.held_since is not None:
             wait.held_s += self.now - wait.held_since
             wait.held_since = None
-        result = choose(self.view, self._shape(job), self.placement, self.allocated, self._ms())
+        if i not in self.shapes:
+            self.shapes[i] = self._shape(job)
+        result = choose(self.view, self.shapes[i], self.placement, self.allocated, self._ms())
         if not isinstance(result, Choice):
             return False
         if result.fallback:  # only GPUs the health filter holds out would fit it
@@ -333,6 +343,7 @@ class _Simulation:
     def _start(self, i: int, rows: tuple[int, ...]) -> None:
         job = self.jobs[i]
         held_s = self.waiting.pop(i).held_s
+        del self.shapes[i]
         self.allocated.update(self.fleet.gpus[r].uuid for r in rows)
         for row in rows:
             self.owner[row] = i

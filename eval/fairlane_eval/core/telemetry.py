@@ -80,6 +80,10 @@ class ScoreKeeper:
         """Seconds after the GPU's physics last changed until its score is stationary."""
         return self.config.history_s + self.config.hampel_window * self.interval_s
 
+    def window(self, row: int) -> GpuWindow | None:
+        """The scorer's window of GPU ``row`` as of its last sampled tick."""
+        return self._tracks[row].window
+
     def job_started(self, row: int, t_s: float) -> None:
         track = self._tracks[row]
         track.jobs.append(job_event(t_s, None))

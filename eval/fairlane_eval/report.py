@@ -1,0 +1,298 @@
+"""`fairlane-eval report`: the whole evaluation, written to docs/ as tables and charts.
+
+Every number in the generated file comes with the command and seeds that reproduce it.
+Runs take minutes: trials run in parallel processes behind a progress bar.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fairlane_eval.charts.results import (
+    plot_gain_vs_rate,
+    plot_jct_cdf,
+    plot_sensitivity,
+    plot_timeline,
+)
+from fairlane_eval.core.cluster import ClusterSpec
+from fairlane_eval.core.engine import SimConfig, simulate
+from fairlane_eval.core.experiment import Interval, Setup, hidden_fleet, paired_change
+from fairlane_eval.core.faults import FaultModel
+from fairlane_eval.core.fleet_variability import default_variability
+from fairlane_eval.core.metrics import METRICS, Summary
+from fairlane_eval.core.policies import POLICIES
+from fairlane_eval.core.throughputs import shipped_throughputs
+from fairlane_eval.core.timeline import throttled_gpu_timeline
+from fairlane_eval.core.workload import load_shipped_trace
+from fairlane_eval.runner import Trial, run_trials
+
+__all__ = ["ReportPlan", "headline_setups", "write_report"]
+
+BASELINE = "static"
+_FAIRLANE = ("fairlane-fastest", "fairlane-binpack", "fairlane-spread", "fairlane-hetero")
+
+
+@dataclass(frozen=True)
+class ReportPlan:
+    seeds: int = 5
+    rates: tuple[float, ...] = (0.0, 1.0, 4.0, 16.0)
+    sensitivity_rate: float = 16.0
+    quick: bool = False  # a small smoke version (CI): fewer jobs, seeds and rates
+
+
+def headline_setups(plan: ReportPlan) -> list[Setup]:
+    """The shipped traces on clusters sized so that the offered load is near 0.85."""
+    throughputs = shipped_throughputs()
+    variability = default_variability()
+    config = SimConfig()
+    faults = FaultModel()
+    cut = 60 if plan.quick else None
+    pollux = tuple(load_shipped_trace("pollux-workload-1", throughputs, 0))[:cut]
+    philly = tuple(load_shipped_trace("philly-10k", throughputs, 0))[: cut or 2000]
+    gavel = tuple(load_shipped_trace("gavel-multi", throughputs, 0))[: cut or 400]
+    return [
+        Setup(
+            "pollux-workload-1 on 192 T4",
+            pollux,
+            ClusterSpec((("T4", 24),)),
+            throughputs,
+            variability,
+            faults,
+            config,
+        ),
+        Setup(
+            "philly (first 2,000 jobs) on 512 V100",
+            philly,
+            ClusterSpec((("V100", 64),)),
+            throughputs,
+            variability,
+            faults,
+            config,
+        ),
+        Setup(
+            "gavel-multi (first 400 jobs) on 128 K80 + 128 P100 + 128 V100",
+            gavel,
+            ClusterSpec((("K80", 16), ("P100", 16), ("V100", 16))),
+            throughputs,
+            variability,
+            faults,
+            config,
+        ),
+    ]
+
+
+def _runs(results: dict[Trial, Summary], setup: Setup) -> dict[str, dict[int, Summary]]:
+    runs: dict[str, dict[int, Summary]] = {}
+    for trial, summary in results.items():
+        if trial.setup == setup:
+            runs.setdefault(trial.policy, {})[trial.seed] = summary
+    return runs
+
+
+def _fmt(metric: str, value: float) -> str:
+    unit = METRICS[metric][1]
+    if unit == "s":
+        return f"{value / 3600:.2f} h"
+    if unit == "share":
+        return f"{value:.1%}"
+    return f"{value:.2f}"
+
+
+def _table(runs: dict[str, dict[int, Summary]], metrics: Sequence[str]) -> list[str]:
+    """Per policy: each metric's mean over seeds, and its paired change vs static."""
+    header = "| policy | " + " | ".join(METRICS[m][0] for m in metrics) + " |"
+    lines = [header, "|---" * (len(metrics) + 1) + "|"]
+    for spec in POLICIES:
+        if spec.name not in runs:
+            continue
+        cells = []
+        for m in metrics:
+            mean = float(np.mean([getattr(s, m) for s in runs[spec.name].values()]))
+            cell = _fmt(m, mean)
+            if spec.name != BASELINE and METRICS[m][1] == "s":
+                cell += f" ({paired_change(runs, m, spec.name, BASELINE)})"
+            cells.append(cell)
+        lines.append(f"| {spec.name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _headline(plan: ReportPlan, out: Path, lines: list[str]) -> None:
+    seeds = range(plan.seeds)
+    rates = plan.rates[:2] if plan.quick else plan.rates
+    setups = headline_setups(plan)
+    grid = {(s.name, rate): s.with_(faults=s.faults.scaled(rate)) for s in setups for rate in rates}
+    trials = [
+        Trial(setup, p.name, seed) for setup in grid.values() for p in POLICIES for seed in seeds
+    ]
+    results = run_trials(trials, label="headline")
+    metrics = (
+        "mean_jct_s",
+        "median_jct_s",
+        "p95_jct_s",
+        "makespan_s",
+        "mean_queue_s",
+        "threshold_queue_share",
+        "lost_gpu_h",
+        "slow_placement_share",
+        "utilisation",
+    )
+    lines += ["## Headline: every policy on each trace, by fail-slow rate", ""]
+    for setup in setups:
+        gains: dict[str, list[tuple[float, Interval]]] = {}
+        for rate in rates:
+            runs = _runs(results, grid[(setup.name, rate)])
+            lines += [
+                f"### {setup.name}, fail-slow rate x{rate:g}",
+                "",
+                f"{len(setup.jobs)} jobs, {setup.cluster.gpus} GPUs, seeds 0-{plan.seeds - 1}; "
+                "times are means over seeds, (change vs static, paired by seed, "
+                "[95 % CI]).",
+                "",
+                *_table(runs, metrics),
+                "",
+                "Distance to the oracle (mean JCT, paired): "
+                + ", ".join(
+                    f"{name} {paired_change(runs, 'mean_jct_s', name, 'oracle')}"
+                    for name in _FAIRLANE
+                    if name in runs
+                ),
+                "",
+            ]
+            for name in (*_FAIRLANE, "oracle"):
+                if name in runs:
+                    gains.setdefault(name, []).append(
+                        (rate, paired_change(runs, "mean_jct_s", name, BASELINE))
+                    )
+        slug = setup.name.split()[0]
+        chart = plot_gain_vs_rate(gains, f"{setup.name}", out / f"eval-gain-{slug}.png")
+        lines += [f"![gain vs rate, {setup.name}]({chart.name})", ""]
+    _fairness(results, grid, setups, rates, lines)
+
+
+def _fairness(
+    results: dict[Trial, Summary],
+    grid: dict[tuple[str, float], Setup],
+    setups: Sequence[Setup],
+    rates: Sequence[float],
+    lines: list[str],
+) -> None:
+    hetero = setups[-1]
+    rate = rates[1] if len(rates) > 1 else rates[0]
+    runs = _runs(results, grid[(hetero.name, rate)])
+    lines += [
+        f"## Heterogeneity: throughput against fairness ({hetero.name}, rate x{rate:g})",
+        "",
+        *_table(runs, ("mean_jct_s", "makespan_s", "mean_ftf", "max_ftf", "worst_namespace_ftf")),
+        "",
+    ]
+
+
+def _cdf(plan: ReportPlan, out: Path, lines: list[str]) -> None:
+    setup = headline_setups(plan)[1]
+    rate = plan.rates[-1] if not plan.quick else plan.rates[1]
+    setup = setup.with_(faults=setup.faults.scaled(rate))
+    fleet = hidden_fleet(setup, 0)
+    jcts = {}
+    for spec in POLICIES:
+        result = simulate(setup.jobs, fleet, spec, setup.throughputs, setup.config, seed=0)
+        jcts[spec.name] = [o.jct_s for o in result.outcomes if o.jct_s is not None]
+    chart = plot_jct_cdf(
+        jcts, f"JCT CDF, {setup.name}, rate x{rate:g}, seed 0", out / "eval-jct-cdf.png"
+    )
+    lines += ["## Job completion times", "", f"![JCT CDF]({chart.name})", ""]
+
+
+def _sensitivity(plan: ReportPlan, out: Path, lines: list[str]) -> None:
+    base = headline_setups(plan)[0]
+    base = base.with_(faults=base.faults.scaled(plan.sensitivity_rate))
+    seeds = range(min(plan.seeds, 3))
+    thresholds = (0.5, 0.65, 0.8)
+    recents = (0.5, 0.7, 0.9)
+    histories = (300.0, 600.0, 1200.0)
+    windows = (0.0, 120.0, 600.0)
+
+    def with_score(setup: Setup, **changes: float) -> Setup:
+        score_changes: dict[str, Any] = {k: v for k, v in changes.items() if k != "stabilization_s"}
+        config = replace(setup.config, score=replace(setup.config.score, **score_changes))
+        if "stabilization_s" in changes:
+            config = replace(config, stabilization_s=changes["stabilization_s"])
+        return setup.with_(config=config)
+
+    pairs = {
+        "threshold x recent weight": [
+            (r, c, with_score(base, threshold=r, recent_weight=c))
+            for r, c in itertools.product(thresholds, recents)
+        ],
+        "history window x stabilization window": [
+            (r, c, with_score(base, history_s=r, recent_window_s=min(300.0, r), stabilization_s=c))
+            for r, c in itertools.product(histories, windows)
+        ],
+    }
+    trials = [Trial(base, BASELINE, s) for s in seeds]
+    for cases in pairs.values():
+        trials += [Trial(setup, "fairlane-fastest", s) for _, _, setup in cases for s in seeds]
+    results = run_trials(trials, label="sensitivity")
+    static = {t.seed: s for t, s in results.items() if t.policy == BASELINE}
+    lines += [
+        f"## Sensitivity ({base.name}, fairlane-fastest, rate x{plan.sensitivity_rate:g}, "
+        f"seeds 0-{len(seeds) - 1})",
+        "",
+    ]
+    for title, cases in pairs.items():
+        rows = sorted({r for r, _, _ in cases})
+        cols = sorted({c for _, c, _ in cases})
+        grid = np.full((len(rows), len(cols)), math.nan)
+        for r, c, setup in cases:
+            runs = {
+                "fairlane-fastest": {t.seed: s for t, s in results.items() if t.setup == setup},
+                BASELINE: static,
+            }
+            change = paired_change(runs, "mean_jct_s", "fairlane-fastest", BASELINE)
+            grid[rows.index(r), cols.index(c)] = change.mean
+            lines.append(f"- {title}: {r:g} x {c:g}: mean JCT vs static {change}")
+        labels = tuple(title.split(" x ", 1))
+        slug = title.split()[0]
+        chart = plot_sensitivity(
+            grid,
+            rows=[f"{r:g}" for r in rows],
+            cols=[f"{c:g}" for c in cols],
+            labels=(labels[0], labels[1]),
+            title=f"{title}: mean JCT vs static",
+            path=out / f"eval-sensitivity-{slug}.png",
+        )
+        lines += ["", f"![sensitivity, {title}]({chart.name})", ""]
+
+
+def _timeline(out: Path, lines: list[str]) -> None:
+    config = SimConfig()
+    timeline = throttled_gpu_timeline(config.score, config.stabilization_s)
+    chart = plot_timeline(timeline, config.score.threshold, out / "eval-timeline.png")
+    lines += ["## One throttled GPU", "", f"![timeline]({chart.name})", ""]
+
+
+def write_report(plan: ReportPlan, out: Path, command: str) -> Path:
+    """Run the evaluation and write ``out/evaluation-results.md`` with its charts."""
+    out.mkdir(parents=True, exist_ok=True)
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        "# Evaluation results (generated)",
+        "",
+        f"Written by `{command}` on {now}. docs/evaluation.md explains the setup and what "
+        "these numbers mean; do not edit this file by hand.",
+        "",
+    ]
+    _timeline(out, lines)
+    _headline(plan, out, lines)
+    _cdf(plan, out, lines)
+    _sensitivity(plan, out, lines)
+    target = out / "evaluation-results.md"
+    target.write_text("\n".join(lines) + "\n")
+    return target
