@@ -17,6 +17,10 @@ from fairlane_events.gpu_models import CATALOG, find_model
         ("NVIDIA H200", "H200"),
         ("NVIDIA B200", "B200"),
         ("H100", "H100"),
+        ("Tesla K80", "K80"),
+        ("Tesla P100-SXM2-16GB", "P100"),
+        ("Tesla P100-PCIE-16GB", "P100"),
+        ("K80", "K80"),
     ],
 )
 def test_nvml_names_map_to_catalogue_entries(nvml_name: str, key: str) -> None:
@@ -33,3 +37,4 @@ def test_relative_speed_orders_generations() -> None:
     speed = {k: s.relative_speed for k, s in CATALOG.items()}
     assert speed["A100-40GB"] == pytest.approx(1.0)
     assert speed["T4"] < speed["V100"] < speed["A100-40GB"] < speed["H100"] < speed["B200"]
+    assert speed["K80"] < speed["P100"] < speed["V100"]

@@ -45,9 +45,16 @@ _REFERENCE = GpuModelSpec(
     "A100-40GB", "NVIDIA A100-SXM4-40GB", 312, 40, 1555, 1410, 400, 92, "ampere"
 )
 
+# K80 and P100 have no tensor cores: their "tensor" figure is the fastest dense rate they
+# have, FP32 for the K80 (8.73 TFLOPS boost per two-GPU board, 4.37 per GPU NVML sees) and
+# packed FP16 for the P100 (21.2 TFLOPS). The K80's 12 GiB, 240 GB/s and 150 W are per GPU
+# too (the board's 24 GB, 480 GB/s and 300 W halved). Their slowdown temperatures are what
+# nvidia-smi reports on them, not a datasheet figure.
 CATALOG: dict[str, GpuModelSpec] = {
     spec.key: spec
     for spec in (
+        GpuModelSpec("K80", "Tesla K80", 4.37, 12, 240, 875, 150, 88, "kepler"),
+        GpuModelSpec("P100", "Tesla P100-SXM2-16GB", 21.2, 16, 732, 1480, 300, 82, "pascal"),
         GpuModelSpec("T4", "Tesla T4", 65, 16, 320, 1590, 70, 90, "turing"),
         GpuModelSpec("V100", "Tesla V100-SXM2-32GB", 125, 32, 900, 1530, 300, 87, "volta"),
         _REFERENCE,
@@ -76,6 +83,8 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\bA100\b", "A100-40GB"),
         (r"\bV100\b", "V100"),
         (r"\bT4\b", "T4"),
+        (r"\bP100\b", "P100"),
+        (r"\bK80\b", "K80"),
     )
 )
 
