@@ -69,7 +69,7 @@ def test_placement_invariants(fleet_scores, speeds, shape, data) -> None:  # typ
         assert {fleet.nodes[fleet.node[r]] for r in n.rows} == {n.node}
     if shape.policy == "fastest":
         # No other feasible gang has a better slowest GPU, beyond the capacity resolution
-        # (differences inside one step count as ties, broken by node name).
+        # (differences inside one step count as ties, packed as binpack does).
         best = max(
             min(feasible[n][shape.gpus_per_node - 1] for n in combo)
             for combo in itertools.combinations(feasible, shape.nodes)

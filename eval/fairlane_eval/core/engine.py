@@ -44,6 +44,7 @@ from fairlane_sim.fleet import JOB_RAMP_S
 __all__ = ["JobOutcome", "SimConfig", "SimResult", "Throughputs", "simulate"]
 
 _SLOW = 0.9  # a GPU slower than this x its model's median is a straggler at placement
+_UNUSABLE = 0.01  # the oracle's threshold: below it a GPU is broken, not slow
 
 
 class Throughputs(Protocol):
@@ -133,10 +134,16 @@ class _Simulation:
         self.throughputs, self.config = throughputs, config
         self.dt = config.interval_s
         window = config.stabilization_s if spec.view == "scores" else 0.0
-        threshold = config.score.threshold if spec.view != "constant" else 0.0
+        # The oracle never holds a job back for a slow GPU (only for one that cannot run):
+        # it knows the speed, and a threshold is a guess about the future it need not make.
+        thresholds = {"constant": 0.0, "scores": config.score.threshold, "truth": _UNUSABLE}
+        threshold = thresholds[spec.view]
         self.view = FleetView(StabilityPolicy(threshold, window), capacity=len(fleet.gpus))
         self.placement = PlacementPolicy(
-            threshold=threshold, stale="last_known", below_threshold="best_available"
+            threshold=threshold,
+            stale="last_known",
+            below_threshold="best_available",
+            **({"capacity_resolution": 0.0} if spec.exact_ranking else {}),
         )
         self.keeper = ScoreKeeper(fleet, config.score, seed) if spec.view == "scores" else None
         n = len(fleet.gpus)
@@ -197,7 +204,7 @@ class _Simulation:
                 self.score_dirty[row] = self.keeper.settle_s
             else:
                 truth = self.spec.view == "truth"
-                self._publish(row, float(self.speed[row]) if truth else 1.0, 0.0)
+                self._publish(row, min(1.0, float(self.speed[row])) if truth else 1.0, 0.0)
 
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, payload: int) -> None:
@@ -264,7 +271,7 @@ class _Simulation:
                 self.speed[row] = speed
                 self.speed_dirty[row] = max(until, t + self.dt)  # still moving: keep reading
                 if self.spec.view == "truth":
-                    self._publish(row, speed, t)
+                    self._publish(row, min(1.0, speed), t)
                 if (job := self.owner[row]) is not None:
                     changed_jobs.add(job)
             elif until < t:

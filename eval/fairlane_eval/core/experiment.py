@@ -19,10 +19,10 @@ from fairlane_eval.core.engine import SimConfig, Throughputs, simulate
 from fairlane_eval.core.faults import FaultModel
 from fairlane_eval.core.fleet_variability import Variability
 from fairlane_eval.core.metrics import Summary, summarise
-from fairlane_eval.core.policies import policy
+from fairlane_eval.core.policies import ORACLE, ORACLES, policy
 from fairlane_eval.core.workload import Job
 
-__all__ = ["Interval", "Setup", "paired_change", "run_trial", "t_interval"]
+__all__ = ["Interval", "Setup", "paired_change", "run_trial", "t_interval", "with_oracle"]
 
 # Two-sided 95 % Student-t quantiles by degrees of freedom (1..12), then ~normal.
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179)
@@ -43,9 +43,16 @@ class Setup:
 
     @property
     def horizon_s(self) -> float:
-        """Episodes are drawn over this long: past the last arrival, jobs still run."""
+        """Episodes are drawn over this long: the last arrival, then twice the time the
+        whole cluster needs for all the work on its slowest model, and a week more."""
         last = max((j.arrival_s for j in self.jobs), default=0.0)
-        return 2 * last + 7 * 86_400
+        models = [m for m, _ in self.cluster.nodes]
+        gpu_s = 0.0
+        for j in self.jobs:
+            rates = [self.throughputs.steps_per_s(j.job_type, m, j.gpus) for m in models]
+            slowest = min((r for r in rates if r > 0), default=0.0)
+            gpu_s += j.gpus * j.work_steps / slowest if slowest else 0.0
+        return last + 2 * gpu_s / self.cluster.gpus + 7 * 86_400
 
     def with_(self, **changes: object) -> Setup:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -109,3 +116,19 @@ def paired_change(
         if base:
             changes.append(value / base - 1)
     return t_interval(changes)
+
+
+def with_oracle(runs: Mapping[str, Mapping[int, Summary]]) -> dict[str, dict[int, Summary]]:
+    """``runs`` plus the oracle: per seed, the oracle policy with the lowest mean JCT."""
+    result = {name: dict(per_seed) for name, per_seed in runs.items()}
+    present = [name for name in ORACLES if name in runs]
+    if present:
+        seeds = set.intersection(*(set(runs[name]) for name in present))
+        result[ORACLE] = {
+            seed: replace(
+                min((runs[name][seed] for name in present), key=lambda s: s.mean_jct_s),
+                policy=ORACLE,
+            )
+            for seed in sorted(seeds)
+        }
+    return result

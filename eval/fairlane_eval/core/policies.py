@@ -5,12 +5,14 @@ Every policy decides with the scheduler's own core (``fairlane_scheduler.core.pl
 
 - ``constant``: every GPU worth 1.0 (static allocation);
 - ``scores``: Fairlane's live scores, threshold and stabilization window;
-- ``truth``: every GPU's true current speed (the oracle: placement with perfect knowledge).
+- ``truth``: every GPU's true current speed, on the score's scale (at most 1.0: a GPU
+  faster than its model's median is as good as a healthy one), so that the oracle differs
+  from Fairlane only in what it knows, not in how it packs.
 
 With equal scores ``choose`` falls back to its tie-breaks, which make the static policies
-what their names say: ``fastest`` on a constant view is first fit (node name, then GPU
-index), ``spread`` is Kubernetes' default least-allocated scoring, ``binpack`` is
-most-allocated.
+what their names say: ``fastest`` with an exact capacity ranking on a constant view is
+first fit (node name, then GPU index), ``spread`` is Kubernetes' default least-allocated
+scoring, ``binpack`` is most-allocated.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Literal
 
 from fairlane_scheduler.core.placement import Policy
 
-__all__ = ["POLICIES", "PolicySpec", "View", "policy"]
+__all__ = ["ORACLE", "ORACLES", "POLICIES", "PolicySpec", "View", "policy"]
 
 View = Literal["constant", "scores", "truth"]
 
@@ -32,10 +34,13 @@ class PolicySpec:
     pack: Policy
     job_speeds: bool = False  # rank by the job's measured per-model throughput
     description: str = ""
+    exact_ranking: bool = False  # fastest without the capacity resolution (first fit)
 
 
 POLICIES: tuple[PolicySpec, ...] = (
-    PolicySpec("static", "constant", "fastest", description="every GPU 1.0, first fit"),
+    PolicySpec(
+        "static", "constant", "fastest", description="every GPU 1.0, first fit", exact_ranking=True
+    ),
     PolicySpec(
         "k8s-least-allocated", "constant", "spread", description="every GPU 1.0, least allocated"
     ),
@@ -50,8 +55,23 @@ POLICIES: tuple[PolicySpec, ...] = (
         job_speeds=True,
         description="live scores x the job's measured speed per model",
     ),
-    PolicySpec("oracle", "truth", "fastest", job_speeds=True, description="true current speeds"),
+    *(
+        PolicySpec(
+            f"oracle-{pack}",
+            "truth",
+            pack,
+            job_speeds=True,
+            description=f"true current speeds, {pack}",
+        )
+        for pack in ("fastest", "binpack", "spread")
+    ),
 )
+
+#: The oracle of a trial: the best of the oracle policies (each packs as one Fairlane
+#: policy does). Greedy placement with perfect knowledge is not an upper bound on its
+#: own: how a policy packs changes the queue more than a slow GPU changes a job.
+ORACLE = "oracle"
+ORACLES = tuple(p.name for p in POLICIES if p.view == "truth")
 
 
 def policy(name: str) -> PolicySpec:

@@ -76,9 +76,10 @@ class PlacementPolicy:
     stale: Literal["exclude", "last_known"] = "exclude"
     below_threshold: Literal["fail", "best_available"] = "fail"
     #: ``fastest`` treats gangs whose slowest GPUs' effective capacities fall in the same
-    #: step of this size as equally fast and takes the first by name: score differences
-    #: below the score's own noise are no information, and ranking by them scatters jobs
-    #: over the fleet (docs/evaluation.md measured it). 0: rank by the exact value.
+    #: step of this size as equally fast and packs them (fewest free GPUs first, as
+    #: ``binpack``): score differences below the score's own noise are no information,
+    #: and ranking by them scattered jobs and fragmented nodes (docs/evaluation.md).
+    #: 0: rank by the exact value.
     capacity_resolution: float = 0.1
 
 
@@ -214,17 +215,17 @@ def _choose(
     min_cap = capacity[top].min(axis=1)
     total_cap = capacity[top].sum(axis=1)
     name_rank = fleet.name_rank()[node_ids]
-    if shape.policy == "fastest":
-        primary = -np.floor(min_cap / resolution + 1e-9) if resolution > 0 else -min_cap
+    size = np.bincount(fleet.node[:n], minlength=len(fleet.nodes))[node_ids]
+    used = np.bincount(fleet.node[allocated_rows], minlength=len(fleet.nodes))[node_ids]
+    free = (size - used).astype(float)
+    if resolution > 0:
+        # Capacities inside one resolution step are equal; equally fast gangs are packed.
+        step = -np.floor(min_cap / resolution + 1e-9)
+        keys = {"fastest": (free, step), "binpack": (step, free), "spread": (step, used / size)}
+        order = np.lexsort((name_rank, *keys[shape.policy]))[: shape.nodes]
     else:
-        size = np.bincount(fleet.node[:n], minlength=len(fleet.nodes))[node_ids]
-        used = np.bincount(fleet.node[allocated_rows], minlength=len(fleet.nodes))[node_ids]
-        # binpack: fewest free GPUs first; spread: the smallest used share first.
-        primary = (size - used).astype(float) if shape.policy == "binpack" else used / size
-    if shape.policy == "fastest" and resolution > 0:
-        order = np.lexsort((name_rank, primary))[: shape.nodes]
-    else:
-        order = np.lexsort((name_rank, -total_cap, -min_cap, primary))[: shape.nodes]
+        by = {"fastest": -min_cap, "binpack": free, "spread": used / size}
+        order = np.lexsort((name_rank, -total_cap, -min_cap, by[shape.policy]))[: shape.nodes]
     chosen = tuple(
         NodeChoice(fleet.nodes[node_ids[i]], tuple(int(r) for r in top[i])) for i in order
     )
