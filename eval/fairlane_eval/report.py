@@ -6,6 +6,7 @@ Runs take minutes: trials run in parallel processes behind a progress bar.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -34,16 +35,17 @@ from fairlane_eval.core.experiment import (
 from fairlane_eval.core.faults import FaultModel
 from fairlane_eval.core.fleet_variability import default_variability
 from fairlane_eval.core.metrics import METRICS, Summary
-from fairlane_eval.core.policies import ORACLE, POLICIES
+from fairlane_eval.core.policies import ORACLE, ORACLES, POLICIES
 from fairlane_eval.core.throughputs import shipped_throughputs
 from fairlane_eval.core.timeline import throttled_gpu_timeline
-from fairlane_eval.core.workload import load_shipped_trace
+from fairlane_eval.core.workload import Job, load_shipped_trace
 from fairlane_eval.runner import Trial, run_trials
 
-__all__ = ["ReportPlan", "headline_setups", "write_report"]
+__all__ = ["ReportPlan", "Study", "headline_studies", "write_report"]
 
 BASELINE = "static"
 _FAIRLANE = ("fairlane-fastest", "fairlane-binpack", "fairlane-spread", "fairlane-hetero")
+_STATIC = ("static", "k8s-least-allocated", "static-binpack")
 
 
 @dataclass(frozen=True)
@@ -54,45 +56,68 @@ class ReportPlan:
     quick: bool = False  # a small smoke version (CI): fewer jobs, seeds and rates
 
 
-def headline_setups(plan: ReportPlan) -> list[Setup]:
-    """The shipped traces, each on a cluster where jobs queue (utilisation 0.3-0.8 under
-    static placement): Pollux's testbed size for its workload, Philly's 2,000 jobs on
-    128 V100s, Gavel's heterogeneous mix on 48 GPUs of each model."""
+@dataclass(frozen=True)
+class Study:
+    """One trace on one cluster, under ``policies``, at each fail-slow rate, over seeds."""
+
+    setup: Setup
+    rates: tuple[float, ...]
+    policies: tuple[str, ...]
+    seeds: int
+
+    def at(self, rate: float) -> Setup:
+        return self._setups[rate]
+
+    @functools.cached_property
+    def _setups(self) -> dict[float, Setup]:
+        return {r: self.setup.with_(faults=self.setup.faults.scaled(r)) for r in self.rates}
+
+
+def headline_studies(plan: ReportPlan) -> list[Study]:
+    """The shipped traces on clusters where jobs queue (static placement's utilisation
+    0.3-0.8): Pollux's workload on its testbed's size, Philly's jobs at two loads,
+    Gavel's heterogeneous mix on 48 GPUs of each model (fewer seeds and policies: its
+    jobs run for days, so each trial takes longest)."""
     throughputs = shipped_throughputs()
-    variability = default_variability()
-    config = SimConfig()
-    faults = FaultModel()
     cut = 60 if plan.quick else None
     pollux = tuple(load_shipped_trace("pollux-workload-1", throughputs, 0))[:cut]
     philly = tuple(load_shipped_trace("philly-10k", throughputs, 0))[: cut or 2000]
     gavel = tuple(load_shipped_trace("gavel-multi", throughputs, 0))[: cut or 400]
+
+    def setup(name: str, jobs: tuple[Job, ...], cluster: ClusterSpec) -> Setup:
+        return Setup(
+            name, jobs, cluster, throughputs, default_variability(), FaultModel(), SimConfig()
+        )
+
+    every = tuple(p.name for p in POLICIES)
+    rates = plan.rates[:2] if plan.quick else plan.rates
+    few = max(1, min(plan.seeds, 3))
+    hetero = (*_STATIC, "fairlane-fastest", "fairlane-hetero", *ORACLES)
     return [
-        Setup(
-            "pollux-workload-1 on 64 T4",
-            pollux,
-            ClusterSpec((("T4", 8),)),
-            throughputs,
-            variability,
-            faults,
-            config,
+        Study(
+            setup("pollux-workload-1 on 64 T4", pollux, ClusterSpec((("T4", 8),))),
+            rates,
+            every,
+            plan.seeds,
         ),
-        Setup(
-            "philly (first 2,000 jobs) on 128 V100",
-            philly,
-            ClusterSpec((("V100", 16),)),
-            throughputs,
-            variability,
-            faults,
-            config,
+        Study(
+            setup("philly-2k on 256 V100", philly, ClusterSpec((("V100", 32),))),
+            rates,
+            every,
+            plan.seeds,
         ),
-        Setup(
-            "gavel-multi (first 400 jobs) on 48 K80 + 48 P100 + 48 V100",
-            gavel,
-            ClusterSpec((("K80", 6), ("P100", 6), ("V100", 6))),
-            throughputs,
-            variability,
-            faults,
-            config,
+        Study(
+            setup("philly-2k on 128 V100", philly, ClusterSpec((("V100", 16),))), rates, every, few
+        ),
+        Study(
+            setup(
+                "gavel-multi-400 on 48 K80 + 48 P100 + 48 V100",
+                gavel,
+                ClusterSpec((("K80", 6), ("P100", 6), ("V100", 6))),
+            ),
+            tuple(r for r in rates if r in (0.0, 1.0, 16.0)) or rates,
+            hetero,
+            few,
         ),
     ]
 
@@ -134,13 +159,14 @@ def _table(runs: dict[str, dict[int, Summary]], metrics: Sequence[str]) -> list[
     return lines
 
 
-def _headline(plan: ReportPlan, out: Path, lines: list[str]) -> None:
-    seeds = range(plan.seeds)
-    rates = plan.rates[:2] if plan.quick else plan.rates
-    setups = headline_setups(plan)
-    grid = {(s.name, rate): s.with_(faults=s.faults.scaled(rate)) for s in setups for rate in rates}
+def _headline(plan: ReportPlan, out: Path, lines: list[str]) -> list[Study]:
+    studies = headline_studies(plan)
     trials = [
-        Trial(setup, p.name, seed) for setup in grid.values() for p in POLICIES for seed in seeds
+        Trial(study.at(rate), name, seed)
+        for study in studies
+        for rate in study.rates
+        for name in study.policies
+        for seed in range(study.seeds)
     ]
     results = run_trials(trials, label="headline")
     metrics = (
@@ -155,14 +181,15 @@ def _headline(plan: ReportPlan, out: Path, lines: list[str]) -> None:
         "utilisation",
     )
     lines += ["## Headline: every policy on each trace, by fail-slow rate", ""]
-    for setup in setups:
+    for study in studies:
         gains: dict[str, list[tuple[float, Interval]]] = {}
-        for rate in rates:
-            runs = _runs(results, grid[(setup.name, rate)])
+        for rate in study.rates:
+            runs = _runs(results, study.at(rate))
+            setup = study.setup
             lines += [
                 f"### {setup.name}, fail-slow rate x{rate:g}",
                 "",
-                f"{len(setup.jobs)} jobs, {setup.cluster.gpus} GPUs, seeds 0-{plan.seeds - 1}; "
+                f"{len(setup.jobs)} jobs, {setup.cluster.gpus} GPUs, seeds 0-{study.seeds - 1}; "
                 "times are means over seeds, (change vs static, paired by seed, "
                 "[95 % CI]).",
                 "",
@@ -181,34 +208,28 @@ def _headline(plan: ReportPlan, out: Path, lines: list[str]) -> None:
                     gains.setdefault(name, []).append(
                         (rate, paired_change(runs, "mean_jct_s", name, BASELINE))
                     )
-        slug = setup.name.split()[0]
-        chart = plot_gain_vs_rate(gains, f"{setup.name}", out / f"eval-gain-{slug}.png")
-        lines += [f"![gain vs rate, {setup.name}]({chart.name})", ""]
-    _fairness(results, grid, setups, rates, lines)
+        slug = study.setup.name.split()[0] + "-" + str(study.setup.cluster.gpus)
+        chart = plot_gain_vs_rate(gains, study.setup.name, out / f"eval-gain-{slug}.png")
+        lines += [f"![gain vs rate, {study.setup.name}]({chart.name})", ""]
+    _fairness(results, studies[-1], lines)
+    return studies
 
 
-def _fairness(
-    results: dict[Trial, Summary],
-    grid: dict[tuple[str, float], Setup],
-    setups: Sequence[Setup],
-    rates: Sequence[float],
-    lines: list[str],
-) -> None:
-    hetero = setups[-1]
-    rate = rates[1] if len(rates) > 1 else rates[0]
-    runs = _runs(results, grid[(hetero.name, rate)])
+def _fairness(results: dict[Trial, Summary], study: Study, lines: list[str]) -> None:
+    rate = study.rates[1] if len(study.rates) > 1 else study.rates[0]
+    runs = _runs(results, study.at(rate))
     lines += [
-        f"## Heterogeneity: throughput against fairness ({hetero.name}, rate x{rate:g})",
+        f"## Heterogeneity: throughput against fairness ({study.setup.name}, rate x{rate:g})",
         "",
         *_table(runs, ("mean_jct_s", "makespan_s", "mean_ftf", "max_ftf", "worst_namespace_ftf")),
         "",
     ]
 
 
-def _cdf(plan: ReportPlan, out: Path, lines: list[str]) -> None:
-    setup = headline_setups(plan)[1]
-    rate = plan.rates[-1] if not plan.quick else plan.rates[1]
-    setup = setup.with_(faults=setup.faults.scaled(rate))
+def _cdf(studies: list[Study], out: Path, lines: list[str]) -> None:
+    study = studies[1]
+    rate = study.rates[-1]
+    setup = study.at(rate)
     fleet = hidden_fleet(setup, 0)
     jcts = {}
     for spec in POLICIES:
@@ -220,8 +241,8 @@ def _cdf(plan: ReportPlan, out: Path, lines: list[str]) -> None:
     lines += ["## Job completion times", "", f"![JCT CDF]({chart.name})", ""]
 
 
-def _sensitivity(plan: ReportPlan, out: Path, lines: list[str]) -> None:
-    base = headline_setups(plan)[0]
+def _sensitivity(plan: ReportPlan, studies: list[Study], out: Path, lines: list[str]) -> None:
+    base = studies[0].setup
     base = base.with_(faults=base.faults.scaled(plan.sensitivity_rate))
     seeds = range(min(plan.seeds, 3))
     thresholds = (0.5, 0.65, 0.8)
@@ -300,9 +321,9 @@ def write_report(plan: ReportPlan, out: Path, command: str) -> Path:
         "",
     ]
     _timeline(out, lines)
-    _headline(plan, out, lines)
-    _cdf(plan, out, lines)
-    _sensitivity(plan, out, lines)
+    studies = _headline(plan, out, lines)
+    _cdf(studies, out, lines)
+    _sensitivity(plan, studies, out, lines)
     target = out / "evaluation-results.md"
     target.write_text("\n".join(lines) + "\n")
     return target

@@ -86,6 +86,8 @@ class Interval:
     n: int
 
     def __str__(self) -> str:
+        if not math.isfinite(self.mean):
+            return "n/a"
         if self.n < 2 or not math.isfinite(self.low):
             return f"{self.mean:+.1%}"
         return f"{self.mean:+.1%} [{self.low:+.1%}, {self.high:+.1%}]"
