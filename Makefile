@@ -12,7 +12,7 @@ PACKAGES := -p fairlane_events -p fairlane_scoring -p fairlane_sim -p fairlane_r
             -p fairlane_agent -p fairlane_scorer -p fairlane_scheduler
 PYTEST_ARGS ?=
 
-.PHONY: help setup run stop test test-unit lint fmt schemas servers-up servers-down clean
+.PHONY: help setup run stop test test-unit lint fmt schemas servers-up servers-down clean eval eval-quick eval-live bench-eval
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -64,6 +64,18 @@ servers-up: setup ## start only Kafka and Postgres (dev ports)
 servers-down: ## stop Kafka and Postgres (dev ports)
 	scripts/kafka.sh down
 	scripts/postgres.sh down
+
+eval: setup ## the evaluation on public traces -> docs/evaluation-results.md + charts (~1 h)
+	$(VENV)/bin/fairlane-eval report --out docs
+
+eval-quick: setup ## a small smoke version of `make eval`, written under .local/eval
+	$(VENV)/bin/fairlane-eval report --quick --seeds 2 --out .local/eval
+
+bench-eval: setup ## the evaluator's speed: 10,000 jobs on 1,000 GPUs (target < 5 min)
+	$(PY) -m bench.eval_speed
+
+eval-live: setup ## live stack vs offline prediction, hot-aisle (~15 min; EVAL_LIVE_ARGS=--help)
+	$(PY) -m fairlane_eval.live $(EVAL_LIVE_ARGS)
 
 clean: stop ## stop everything and delete local state (keeps downloaded jars)
 	scripts/kafka.sh down --purge
