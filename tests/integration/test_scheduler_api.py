@@ -203,11 +203,17 @@ async def test_extender_speaks_the_kube_scheduler_json(api: tuple[httpx.AsyncCli
     kept = (await client.post("/v1/extender/filter", json=full)).json()
     assert kept["Nodes"]["items"] == [{"metadata": {"name": node}}]
     assert kept["NodeNames"] is None
-    greedy = {**args, "Pod": {**pod, "spec": {"containers": []}}}
-    assert (
-        "requests no nvidia.com/gpu"
-        in (await client.post("/v1/extender/filter", json=greedy)).json()["Error"]
+    # A CPU-only pod: Fairlane has no opinion, so every node passes and none is preferred.
+    cpu_only = {**args, "Pod": {**pod, "spec": {"containers": [{"name": "web"}]}}}
+    passed = (await client.post("/v1/extender/filter", json=cpu_only)).json()
+    assert passed["NodeNames"] == [node, "not-a-gpu-node"]
+    assert (passed["Error"], passed["FailedNodes"], passed["FailedAndUnresolvableNodes"]) == (
+        "",
+        {},
+        {},
     )
+    ranked = (await client.post("/v1/extender/prioritize", json=cpu_only)).json()
+    assert ranked == [{"Host": node, "Score": 0}, {"Host": "not-a-gpu-node", "Score": 0}]
 
 
 async def test_a_gang_spans_nodes_with_ranks_and_one_master(
