@@ -140,7 +140,7 @@ async def _enforce_quota(conn: asyncpg.Connection, placement: Placement) -> None
         wanted[model] = wanted.get(model, 0) + 1
     verdict = check_quota(_quota(row), await _usage(conn, placement.namespace), wanted)
     if verdict is not None:
-        raise QuotaExceededError(verdict.reason, ever=verdict.ever)
+        raise QuotaExceededError.of(verdict.reason, ever=verdict.ever)
 
 
 class PlacementStore:

@@ -14,16 +14,13 @@ from typing import Any
 
 from fairlane_events.gpu_models import find_model
 from fairlane_scheduler.core.placement import JobShape
+from fairlane_scheduler.errors import PodError
 
 __all__ = ["GPU_RESOURCE", "MEMORY_ANNOTATION", "MODELS_ANNOTATION", "PodError", "pod_shape"]
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MODELS_ANNOTATION = "fairlane.dev/gpu-models"
 MEMORY_ANNOTATION = "fairlane.dev/min-gpu-memory-gib"
-
-
-class PodError(ValueError):
-    """The pod JSON does not say what we need, or says it wrongly."""
 
 
 def _gpus(container: Mapping[str, Any]) -> int:
