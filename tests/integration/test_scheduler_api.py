@@ -181,7 +181,11 @@ async def test_bad_ids_and_bodies_are_422_and_unknown_ids_404(
     assert bad.json()["detail"][0]["loc"] == ["body", "lease_s"]
     unknown = await client.post("/v1/placements", json=job("y", models=["Voodoo5"]))
     assert unknown.status_code == 422
-    assert unknown.json()["detail"][0]["loc"] == ["body", "models"]
+    assert unknown.json()["detail"][0]["loc"] == ["body", "models", 0]  # the item itself
+    # Strict as the schema: a boolean is not a GPU count, an integral float is an integer.
+    truthy = await client.post("/v1/placements", json={"job_id": "z", "gpus_per_node": True})
+    assert truthy.status_code == 422
+    assert truthy.json()["detail"][0]["loc"] == ["body", "gpus_per_node"]
 
 
 async def test_extender_speaks_the_kube_scheduler_json(api: tuple[httpx.AsyncClient, str]) -> None:

@@ -20,9 +20,11 @@ generates records from each schema and its negations and checks both agree):
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from fairlane_events.json_numbers import AS_INT, StrictBool, StrictFloat, StrictInt
 
 __all__ = [
     "DeadLetter",
@@ -39,28 +41,16 @@ __all__ = [
 MAX_INT = 2**63 - 1
 
 
-def _integral_float_to_int(value: Any) -> Any:
-    """``3.0`` is the JSON number 3: an integer by JSON Schema, so it is one here too."""
-    if type(value) is float and value.is_integer():
-        return int(value)
-    return value
-
-
-# Strict: a bool or a string never passes for a number (pydantic's lax mode would take
-# ``true`` as 1 and ``"42"`` as 42, which the published schema rejects). Strict floats
-# still take JSON integers. ``_AsInt`` goes last in an ``Annotated``: constraints placed
-# after a validator would leave the JSON Schema as unknown keywords (``"ge"``).
-_StrictInt = Annotated[int, Field(strict=True)]
-_AsInt = BeforeValidator(_integral_float_to_int)
-Float = Annotated[float, Field(strict=True)]
-Bool = Annotated[bool, Field(strict=True)]
+# Strict numbers and booleans, with JSON's one number type (fairlane_events.json_numbers).
+Float = StrictFloat
+Bool = StrictBool
 
 NodeName = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9._-]+$")]
 GpuUuid = Annotated[str, Field(min_length=1, max_length=96)]
-EpochMs = Annotated[_StrictInt, Field(gt=0, lt=10**14), _AsInt]
-GpuIndex = Annotated[_StrictInt, Field(ge=0, lt=1024), _AsInt]
-Bytes = Annotated[_StrictInt, Field(ge=0, le=2**50), _AsInt]
-Count = Annotated[_StrictInt, Field(ge=0, le=MAX_INT), _AsInt]
+EpochMs = Annotated[StrictInt, Field(gt=0, lt=10**14), AS_INT]
+GpuIndex = Annotated[StrictInt, Field(ge=0, lt=1024), AS_INT]
+Bytes = Annotated[StrictInt, Field(ge=0, le=2**50), AS_INT]
+Count = Annotated[StrictInt, Field(ge=0, le=MAX_INT), AS_INT]
 Percent = Annotated[Float, Field(ge=0, le=100)]
 Fraction = Annotated[Float, Field(ge=0, le=1)]
 BytesPerS = Annotated[Float, Field(ge=0, le=2**50)]
@@ -99,7 +89,7 @@ class GpuSample(Record):
     power_limit_w: Watts | None = None
     sm_clock_mhz: MHz | None = None
     max_sm_clock_mhz: MHz | None = None
-    clock_event_reasons: Annotated[_StrictInt, Field(ge=0, lt=2**64), _AsInt] | None = None
+    clock_event_reasons: Annotated[StrictInt, Field(ge=0, lt=2**64), AS_INT] | None = None
     ecc_uncorrected_volatile: Count | None = None
     remapped_rows_pending: Bool | None = None
     pcie_tx_bytes_per_s: BytesPerS | None = None
@@ -166,12 +156,12 @@ class NodeAssignment(Record):
     """What one node of a placement runs with (the launcher's environment)."""
 
     node: NodeName
-    node_rank: Annotated[_StrictInt, Field(ge=0, lt=2**16), _AsInt]
+    node_rank: Annotated[StrictInt, Field(ge=0, lt=2**16), AS_INT]
     gpus: list[GpuSlot]
     cuda_visible_devices: str
     master_addr: NodeName
-    master_port: Annotated[_StrictInt, Field(ge=1, le=65535), _AsInt]
-    world_size: Annotated[_StrictInt, Field(ge=1, le=2**16), _AsInt]
+    master_port: Annotated[StrictInt, Field(ge=1, le=65535), AS_INT]
+    world_size: Annotated[StrictInt, Field(ge=1, le=2**16), AS_INT]
 
 
 class PlacementEvent(Record):
@@ -195,7 +185,7 @@ class DeadLetter(Record):
     schema_: Literal["dead-letter/1"] = Field("dead-letter/1", alias="schema")
     ts_ms: EpochMs
     source_topic: str
-    partition: Annotated[_StrictInt, Field(ge=0, lt=2**31), _AsInt]
+    partition: Annotated[StrictInt, Field(ge=0, lt=2**31), AS_INT]
     offset: Count
     error: str
     key_b64: str | None = None

@@ -10,8 +10,11 @@ import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from fairlane_scheduler.errors import (
     DatabaseUnavailableError,
@@ -27,7 +30,7 @@ from fairlane_scheduler.errors import (
     UnauthorizedError,
 )
 
-__all__ = ["HTTP_STATUS", "ErrorOut", "error_responses", "install_error_handlers"]
+__all__ = ["HTTP_STATUS", "DetailOut", "ErrorOut", "error_responses", "install_error_handlers"]
 
 log = logging.getLogger("fairlane.scheduler.api")
 
@@ -65,9 +68,18 @@ _HEADERS: dict[int, dict[str, Any]] = {
 }
 
 
-def error_responses(*errors: type[SchedulerError]) -> dict[int | str, dict[str, Any]]:
+class DetailOut(BaseModel):
+    """FastAPI's own answers (a body that is not JSON)."""
+
+    detail: str
+
+
+def error_responses(
+    *errors: type[SchedulerError], body: bool = False
+) -> dict[int | str, dict[str, Any]]:
     """The OpenAPI ``responses`` for a route that may raise ``errors``: one entry per
-    status, naming every error code it stands for."""
+    status, naming every error code it stands for. ``body``: the route reads a JSON
+    body, which FastAPI answers with 400 when it cannot even be parsed."""
     codes: dict[int, list[str]] = {}
     for error in errors:
         status, code = HTTP_STATUS[error]
@@ -78,7 +90,9 @@ def error_responses(*errors: type[SchedulerError]) -> dict[int | str, dict[str, 
         if status in _HEADERS:
             entry["headers"] = _HEADERS[status]
         out[status] = entry
-    return out
+    if body:
+        out[400] = {"model": DetailOut, "description": "the body cannot be parsed as JSON"}
+    return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
 
 
 def _status_of(exc: SchedulerError) -> tuple[int, str]:
@@ -99,6 +113,29 @@ async def _scheduler_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at this path. Starlette's own 405 names only the
+    first route that matched the path (``POST`` where ``GET, POST`` are served), so ask
+    every route, through its public ``matches``, which methods it would take here."""
+    routes = request.app.router.routes
+    return [
+        method
+        for method in _METHODS
+        if any(r.matches({**request.scope, "method": method})[0] is Match.FULL for r in routes)
+    ]
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 405:
+        headers = {**(exc.headers or {}), "Allow": ", ".join(allowed_methods(request))}
+        exc = StarletteHTTPException(405, exc.detail, headers=headers)
+    return await http_exception_handler(request, exc)
+
+
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return JSONResponse({"error": "internal_error", "detail": "see the server log"}, 500)
@@ -106,4 +143,5 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
 
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(SchedulerError, _scheduler_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

@@ -18,6 +18,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict
 
 from fairlane_scheduler.api.deps import RuntimeDep
+from fairlane_scheduler.api.errors import error_responses
 from fairlane_scheduler.clock import now_ms
 from fairlane_scheduler.core.extender import NodeVerdict, judge_nodes, priorities
 from fairlane_scheduler.core.pod import PodError, pod_shape
@@ -70,7 +71,12 @@ def _judge(args: ExtenderArgs, runtime: RuntimeDep) -> dict[str, NodeVerdict] | 
     )
 
 
-@router.post("/filter", response_model=ExtenderFilterResult, response_model_exclude_none=False)
+@router.post(
+    "/filter",
+    response_model=ExtenderFilterResult,
+    response_model_exclude_none=False,
+    responses=error_responses(body=True),
+)
 async def extender_filter(args: ExtenderArgs, runtime: RuntimeDep) -> ExtenderFilterResult:
     try:
         verdicts = _judge(args, runtime)
@@ -95,7 +101,7 @@ async def extender_filter(args: ExtenderArgs, runtime: RuntimeDep) -> ExtenderFi
     return result
 
 
-@router.post("/prioritize", response_model=list[HostPriority])
+@router.post("/prioritize", response_model=list[HostPriority], responses=error_responses(body=True))
 async def extender_prioritize(args: ExtenderArgs, runtime: RuntimeDep) -> list[HostPriority]:
     try:
         verdicts = _judge(args, runtime)
