@@ -109,7 +109,11 @@ async def _scheduler_error(request: Request, exc: Exception) -> JSONResponse:
     if status == 401:
         headers = {"WWW-Authenticate": "Bearer"}
     if status >= 500:
-        log.warning("%s %s: %s", request.method, request.url.path, exc)
+        # A retryable 503 (no scores yet, Postgres away) is in the access log already, and
+        # the background loops announce the outage once; one more line per request
+        # would flood the log under load.
+        level = logging.INFO if exc.retryable else logging.WARNING
+        log.log(level, "%s %s: %s", request.method, request.url.path, exc)
     return JSONResponse(body, status_code=status, headers=headers)
 
 
