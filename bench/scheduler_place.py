@@ -186,8 +186,8 @@ async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--bootstrap", default="127.0.0.1:39092")
-    parser.add_argument("--database-url", default="postgresql://postgres@127.0.0.1:55437/fairlane")
+    parser.add_argument("--bootstrap", default="127.0.0.1:29392")
+    parser.add_argument("--database-url", default="postgresql://postgres@127.0.0.1:25437/fairlane")
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=10.0)

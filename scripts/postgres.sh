@@ -9,13 +9,13 @@
 #
 # `up` prints DATABASE_URL=... on stdout (messages go to stderr), so
 #   export "$(scripts/postgres.sh up)"   works.
-# Env: PG_PORT (55432), PG_DATABASE (fairlane), PG_START_TIMEOUT (60 s),
+# Env: PG_PORT (25432), PG_DATABASE (fairlane), PG_START_TIMEOUT (60 s),
 #      PG_PURGE=1 (same as down --purge), FAIRLANE_STATE_DIR (<repo>/.local),
 #      PG_DURABLE=1 (fsync and synchronous commits on, for benchmarks).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PG_PORT=${PG_PORT:-55432}
+PG_PORT=${PG_PORT:-25432} # below 32768: the kernel's ephemeral range starts there
 PG_DATABASE=${PG_DATABASE:-fairlane}
 PG_START_TIMEOUT=${PG_START_TIMEOUT:-60}
 STATE_DIR=${FAIRLANE_STATE_DIR:-$ROOT/.local}

@@ -3,12 +3,14 @@
 # scorer, the scheduler and a simulated fleet as background processes with logs and pid
 # files under .local/. `up` waits until the scheduler is ready, prints where things are,
 # and stays in the foreground: Ctrl-C stops what it started (`DETACH=1` returns instead).
+# If `up` fails half-way, it stops what it had started itself (servers and services that
+# were already running before it are left alone) and exits non-zero.
 #
 #   scripts/stack.sh up | down | status
 #
 # Env: FAIRLANE_NODES (8 simulated nodes), FAIRLANE_GPUS_PER_NODE (8),
 #      FAIRLANE_INTERVAL_S (5, the demo's collection interval), FAIRLANE_PORT (8080),
-#      KAFKA_PORT (19092), PG_PORT (55432), FAIRLANE_STATE_DIR (<repo>/.local),
+#      KAFKA_PORT (19092), PG_PORT (25432), FAIRLANE_STATE_DIR (<repo>/.local),
 #      READY_TIMEOUT (180 s), DETACH (0).
 set -euo pipefail
 
@@ -19,7 +21,9 @@ LOG_DIR=$STATE_DIR/logs
 BIN=$ROOT/.venv/bin
 SERVICES=(scorer scheduler agent)
 
-export KAFKA_PORT=${KAFKA_PORT:-19092} PG_PORT=${PG_PORT:-55432}
+# Default ports stay below 32768: Linux lends 32768-60999 to outgoing connections, and a
+# listener there can find its port briefly taken ("Address already in use").
+export KAFKA_PORT=${KAFKA_PORT:-19092} PG_PORT=${PG_PORT:-25432}
 export KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$KAFKA_PORT
 export FAIRLANE_INTERVAL_S=${FAIRLANE_INTERVAL_S:-5}
 export FAIRLANE_HEARTBEAT_S=${FAIRLANE_HEARTBEAT_S:-15}
@@ -34,12 +38,40 @@ die() { say "$*"; exit 1; }
 
 is_running() { [[ -f $RUN_DIR/$1.pid ]] && kill -0 "$(cat "$RUN_DIR/$1.pid")" 2>/dev/null; }
 
+# What this `up` started itself, in order: stopped again if `up` fails half-way.
+STARTED=()
+UP_DONE=0
+
 start() { # name command...
   local name=$1; shift
   if is_running "$name"; then say "$name already running"; return; fi
   nohup "$@" >"$LOG_DIR/$name.log" 2>&1 &
   echo $! >"$RUN_DIR/$name.pid"
+  STARTED+=("$name")
   say "started $name (pid $!), log $LOG_DIR/$name.log"
+}
+
+start_server() { # kafka|postgres: start it unless it runs already; stdout is the script's
+  local name=$1
+  if "$ROOT/scripts/$name.sh" status >/dev/null 2>&1; then
+    "$ROOT/scripts/$name.sh" up
+  else
+    STARTED+=("$name")
+    "$ROOT/scripts/$name.sh" up
+  fi
+}
+
+undo_partial_up() {
+  local rc=$?
+  ((UP_DONE == 1 || ${#STARTED[@]} == 0)) && return
+  say "start failed; stopping what this run started: ${STARTED[*]}"
+  for ((i = ${#STARTED[@]} - 1; i >= 0; i--)); do
+    case ${STARTED[i]} in
+      kafka | postgres) "$ROOT/scripts/${STARTED[i]}.sh" down || true ;;
+      *) stop_service "${STARTED[i]}" || true ;;
+    esac
+  done
+  exit "$rc"
 }
 
 stop_service() {
@@ -74,8 +106,12 @@ up() {
     FAIRLANE_ADMIN_TOKEN=$(cat "$TOKEN_FILE")
   fi
   export FAIRLANE_ADMIN_TOKEN
-  "$ROOT/scripts/kafka.sh" up
-  DATABASE_URL=$("$ROOT/scripts/postgres.sh" up | sed -n 's/^DATABASE_URL=//p')
+  trap undo_partial_up EXIT
+  start_server kafka
+  # Not in a command substitution: STARTED must be updated in this shell.
+  start_server postgres >"$RUN_DIR/postgres.out"
+  DATABASE_URL=$(sed -n 's/^DATABASE_URL=//p' "$RUN_DIR/postgres.out")
+  [[ -n $DATABASE_URL ]] || die "postgres.sh printed no DATABASE_URL"
   export DATABASE_URL
   "$BIN/python" -m fairlane_runtime.kafka --bootstrap "$KAFKA_BOOTSTRAP_SERVERS"
   start scorer "$BIN/fairlane-scorer" --data-dir "$STATE_DIR/scorer-data"
@@ -83,6 +119,7 @@ up() {
   start agent "$BIN/fairlane-agent" --nodes "${FAIRLANE_NODES:-8}" \
     --gpus-per-node "${FAIRLANE_GPUS_PER_NODE:-8}" --metrics-port 0
   wait_ready
+  UP_DONE=1
   cat <<INFO
 
 Fairlane is running ($(curl -s "$API/readyz")).

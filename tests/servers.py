@@ -3,7 +3,7 @@
 1. ``KAFKA_BOOTSTRAP_SERVERS`` / ``DATABASE_URL`` from the environment (CI, compose);
 2. testcontainers, when a Docker engine answers;
 3. the project's own scripts (scripts/kafka.sh, scripts/postgres.sh) on test ports
-   (29092 and 55433 by default) so that a running ``make run`` stack is left alone.
+   (29092 and 25433 by default) so that a running ``make run`` stack is left alone.
 
 Never a silent skip: if none of these works, the fixture fails with the reason.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TEST_KAFKA_PORT = os.environ.get("FAIRLANE_TEST_KAFKA_PORT", "29092")
-TEST_PG_PORT = os.environ.get("FAIRLANE_TEST_PG_PORT", "55433")
+TEST_PG_PORT = os.environ.get("FAIRLANE_TEST_PG_PORT", "25433")
 
 
 def docker_engine_answers() -> bool:

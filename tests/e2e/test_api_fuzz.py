@@ -1,6 +1,12 @@
 """schemathesis against the running scheduler (a real uvicorn process on real Kafka and
-Postgres): whatever the OpenAPI schema allows, no answer is a server error and every
-documented answer matches its schema."""
+Postgres), with every check it has: no server error, every status, header, content type
+and body as documented, schema-valid requests accepted and invalid ones rejected, 405
+with a correct Allow header, authentication enforced.
+
+One check is left out, on purpose: ``use_after_free`` expects a resource to be gone
+after DELETE. ``DELETE /v1/placements/{id}`` releases the placement's GPUs; the
+placement stays readable with ``state: released`` (the audit trail, and a repeated
+release answers the same), which is the documented behaviour, not a leak."""
 
 from __future__ import annotations
 
@@ -19,7 +25,7 @@ pytestmark = pytest.mark.e2e
 SEED = os.environ.get("FAIRLANE_FUZZ_SEED", "20261130")  # fixed: CI stays reproducible
 
 
-async def test_no_server_errors_and_responses_match_the_schema(
+async def test_the_api_does_what_its_openapi_schema_says(
     kafka_bootstrap: str, database_url: str, unique: str, tmp_path: Path
 ) -> None:
     # Scores first, so the scheduler is ready (503 before scores is by design, not a bug).
@@ -43,7 +49,9 @@ async def test_no_server_errors_and_responses_match_the_schema(
                 "--header",
                 "Authorization: Bearer fuzz-admin",
                 "--checks",
-                "not_a_server_error,response_schema_conformance,content_type_conformance",
+                "all",
+                "--exclude-checks",
+                "use_after_free",
                 "--max-examples",
                 "25",
                 "--seed",

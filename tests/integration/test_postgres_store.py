@@ -13,6 +13,7 @@ from fairlane_scheduler.adapters.migrations import (
 )
 from fairlane_scheduler.adapters.outbox import OutboxRelay
 from fairlane_scheduler.adapters.store import PlacementStore, connect_pool
+from fairlane_scheduler.api.deps import SchedulerMetrics
 from fairlane_scheduler.core.model import Placement, PlacementRequest
 from fairlane_scheduler.errors import AllocationConflictError, DatabaseUnavailableError
 from tests.integration.test_scheduler_api import placement_events
@@ -119,7 +120,14 @@ async def test_events_committed_while_no_relay_runs_are_published_later(
     store = PlacementStore(pool)
     await store.insert(placement(P1, "job-1", ["g1"]), REQUEST)
     await store.end(P1, "released", now_ms=2)
-    relay = OutboxRelay(pool, kafka_bootstrap, idle_poll_s=0.1)
+    metrics = SchedulerMetrics.create()
+    relay = OutboxRelay(
+        pool,
+        kafka_bootstrap,
+        postgres_outage=metrics.outage("outbox relay", "postgres"),
+        kafka_outage=metrics.outage("outbox relay", "kafka"),
+        idle_poll_s=0.1,
+    )
     await relay.start()
     try:
         events = await placement_events(kafka_bootstrap, P1, 2)

@@ -181,7 +181,11 @@ async def test_bad_ids_and_bodies_are_422_and_unknown_ids_404(
     assert bad.json()["detail"][0]["loc"] == ["body", "lease_s"]
     unknown = await client.post("/v1/placements", json=job("y", models=["Voodoo5"]))
     assert unknown.status_code == 422
-    assert unknown.json()["detail"][0]["loc"] == ["body", "models"]
+    assert unknown.json()["detail"][0]["loc"] == ["body", "models", 0]  # the item itself
+    # Strict as the schema: a boolean is not a GPU count, an integral float is an integer.
+    truthy = await client.post("/v1/placements", json={"job_id": "z", "gpus_per_node": True})
+    assert truthy.status_code == 422
+    assert truthy.json()["detail"][0]["loc"] == ["body", "gpus_per_node"]
 
 
 async def test_extender_speaks_the_kube_scheduler_json(api: tuple[httpx.AsyncClient, str]) -> None:
@@ -203,11 +207,17 @@ async def test_extender_speaks_the_kube_scheduler_json(api: tuple[httpx.AsyncCli
     kept = (await client.post("/v1/extender/filter", json=full)).json()
     assert kept["Nodes"]["items"] == [{"metadata": {"name": node}}]
     assert kept["NodeNames"] is None
-    greedy = {**args, "Pod": {**pod, "spec": {"containers": []}}}
-    assert (
-        "requests no nvidia.com/gpu"
-        in (await client.post("/v1/extender/filter", json=greedy)).json()["Error"]
+    # A CPU-only pod: Fairlane has no opinion, so every node passes and none is preferred.
+    cpu_only = {**args, "Pod": {**pod, "spec": {"containers": [{"name": "web"}]}}}
+    passed = (await client.post("/v1/extender/filter", json=cpu_only)).json()
+    assert passed["NodeNames"] == [node, "not-a-gpu-node"]
+    assert (passed["Error"], passed["FailedNodes"], passed["FailedAndUnresolvableNodes"]) == (
+        "",
+        {},
+        {},
     )
+    ranked = (await client.post("/v1/extender/prioritize", json=cpu_only)).json()
+    assert ranked == [{"Host": node, "Score": 0}, {"Host": "not-a-gpu-node", "Score": 0}]
 
 
 async def test_a_gang_spans_nodes_with_ranks_and_one_master(

@@ -56,6 +56,8 @@ def _sample(node: str, ts_ms: int, uuid: str, index: int = 0, **metrics: object)
 def _hostile_corpus(node: str, ts_ms: int) -> list[tuple[bytes | None, bytes]]:
     good = encode(_sample(node, ts_ms, f"{node}-bad"))
     text = good.decode()
+    for field in ('"gpu_util_pct":0.0', f'"ts_ms":{ts_ms}', '"slowdown_temp_c":90.0'):
+        assert field in text, field  # each replacement below must change the record
     key = node.encode()
     return [
         (key, b"\x00\xffnot json"),
@@ -66,6 +68,12 @@ def _hostile_corpus(node: str, ts_ms: int) -> list[tuple[bytes | None, bytes]]:
         (key, text.replace('"temp_c":40.0', '"temp_c":10000.0').encode()),
         (key, text.replace('"mem_used_bytes":0', f'"mem_used_bytes":{2**45}').encode()),
         (key, orjson.dumps({**orjson.loads(good), "driver_version": "x" * 10_000_000})),
+        # What the published schema rejects and pydantic's lax mode once took.
+        (key, text.replace('"gpu_util_pct":0.0', '"gpu_util_pct":true').encode()),
+        (key, text.replace(f'"ts_ms":{ts_ms}', '"ts_ms":true').encode()),
+        (key, text.replace('"temp_c":40.0', '"temp_c":"40"').encode()),
+        (key, text.replace('"temp_c":40.0', '"temp_c":-1.0').encode()),
+        (key, text.replace('"slowdown_temp_c":90.0', '"slowdown_temp_c":-90.0').encode()),
         (None, good),  # no key: it could land away from its node's state
     ]
 

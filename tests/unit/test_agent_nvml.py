@@ -7,7 +7,8 @@ import logging
 import pynvml
 import pytest
 
-from fairlane_agent.nvml import NvmlCollector, NvmlUnavailableError
+from fairlane_agent.errors import NvmlUnavailableError
+from fairlane_agent.nvml import NvmlCollector
 from fairlane_events.records import GpuSample
 from tests.fakes.nvml import MIB, FakeNvml, h100, t4, v100
 

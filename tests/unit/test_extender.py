@@ -1,11 +1,15 @@
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
+from fairlane_scheduler.api.extender import ExtenderArgs, extender_filter, extender_prioritize
 from fairlane_scheduler.core.extender import NodeVerdict, judge_nodes, priorities
 from fairlane_scheduler.core.placement import JobShape, PlacementPolicy
 from fairlane_scheduler.core.pod import PodError, pod_shape
 from tests.unit.test_placement import NOW, fleet_of, node
+
+if TYPE_CHECKING:
+    from fairlane_scheduler.api.deps import Runtime
 
 POLICY = PlacementPolicy(threshold=0.65, stale_after_s=90)
 
@@ -36,13 +40,32 @@ def test_pod_shape_reads_limits_and_annotations() -> None:
         )
     )
     assert shape == JobShape(3, models=frozenset({"H100", "A100-80GB"}), min_gpu_memory_gib=40.0)
-    assert pod_shape(pod(["1"], init=("4",))).gpus_per_node == 4
+    assert pod_shape(pod(["1"], init=("4",))) == JobShape(4)
+
+
+def test_a_pod_without_gpus_has_no_shape() -> None:
+    assert pod_shape(pod([])) is None
+    assert pod_shape(pod(["0"], {"fairlane.dev/gpu-models": "Voodoo"})) is None
+    assert pod_shape({"spec": {"containers": [{"name": "web", "resources": {}}]}}) is None
+
+
+async def test_a_pod_without_gpus_passes_every_node_it_was_given() -> None:
+    # No runtime: a pod Fairlane has no opinion about never reaches the fleet view.
+    runtime = cast("Runtime", None)
+    names = ExtenderArgs(Pod=pod([]), NodeNames=["a", "b"])
+    answer = await extender_filter(names, runtime)
+    assert (answer.NodeNames, answer.FailedNodes, answer.Error) == (["a", "b"], {}, "")
+    assert answer.FailedAndUnresolvableNodes == {}
+    node_list = {"kind": "NodeList", "items": [{"metadata": {"name": "a"}}]}
+    whole = await extender_filter(ExtenderArgs(Pod=pod([]), Nodes=node_list), runtime)
+    assert (whole.Nodes, whole.NodeNames, whole.Error) == (node_list, None, "")
+    ranked = await extender_prioritize(names, runtime)
+    assert [(p.Host, p.Score) for p in ranked] == [("a", 0), ("b", 0)]
 
 
 @pytest.mark.parametrize(
     ("bad", "message"),
     [
-        (pod([]), "requests no nvidia.com/gpu"),
         (pod(["two"]), "not a whole number"),
         (pod(["1"], {"fairlane.dev/gpu-models": "H100,Voodoo"}), "unknown GPU models"),
         (pod(["1"], {"fairlane.dev/min-gpu-memory-gib": "lots"}), "not a number"),

@@ -7,15 +7,12 @@ from typing import TypeVar
 import orjson
 from pydantic import ValidationError
 
+from fairlane_events.errors import DecodeError
 from fairlane_events.records import Record
 
 __all__ = ["DecodeError", "decode", "encode"]
 
 R = TypeVar("R", bound=Record)
-
-
-class DecodeError(ValueError):
-    """A record that is not valid JSON or does not match its schema (never retryable)."""
 
 
 def encode(record: Record) -> bytes:

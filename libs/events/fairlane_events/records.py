@@ -3,6 +3,19 @@
 Every record carries ``schema = "<name>/<major>"`` and integer epoch milliseconds.
 A metric a GPU does not support is ``None`` (absent), never 0. Non-finite numbers are
 rejected: they cannot be represented in JSON and would poison every score downstream.
+
+The models accept exactly what their published JSON Schemas accept (a property test
+generates records from each schema and its negations and checks both agree):
+
+- numbers and booleans are strict: ``true`` is not 1, ``"42"`` is not 42, ``1`` is not
+  ``true``. JSON has one number type, so an integral float (``3.0``) is an integer and an
+  integer may stand for a float, exactly as JSON Schema's ``integer``/``number`` say;
+- every integer has an upper bound (below 2^64), so no parser's big-integer
+  handling decides what is valid;
+- physically impossible values (a negative temperature, a slowdown threshold of 0 or
+  below, negative power or clocks) are out of range;
+- the rules a JSON Schema cannot state are few and named in the model's description:
+  ``mem_used_bytes <= mem_total_bytes`` and no GPU uuid twice in one node sample.
 """
 
 from __future__ import annotations
@@ -10,6 +23,8 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from fairlane_events.json_numbers import AS_INT, StrictBool, StrictFloat, StrictInt
 
 __all__ = [
     "DeadLetter",
@@ -22,16 +37,27 @@ __all__ = [
     "Record",
 ]
 
+#: The largest integer any record carries (a signed 64-bit integer).
+MAX_INT = 2**63 - 1
+
+
+# Strict numbers and booleans, with JSON's one number type (fairlane_events.json_numbers).
+Float = StrictFloat
+Bool = StrictBool
+
 NodeName = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9._-]+$")]
 GpuUuid = Annotated[str, Field(min_length=1, max_length=96)]
-EpochMs = Annotated[int, Field(gt=0, lt=10**14)]
-Percent = Annotated[float, Field(ge=0, le=100)]
-Fraction = Annotated[float, Field(ge=0, le=1)]
-Bytes = Annotated[int, Field(ge=0, le=2**50)]
-Celsius = Annotated[float, Field(ge=-50, le=250)]
-Watts = Annotated[float, Field(ge=0, le=5000)]
-MHz = Annotated[float, Field(ge=0, le=10000)]
-Count = Annotated[int, Field(ge=0)]
+EpochMs = Annotated[StrictInt, Field(gt=0, lt=10**14), AS_INT]
+GpuIndex = Annotated[StrictInt, Field(ge=0, lt=1024), AS_INT]
+Bytes = Annotated[StrictInt, Field(ge=0, le=2**50), AS_INT]
+Count = Annotated[StrictInt, Field(ge=0, le=MAX_INT), AS_INT]
+Percent = Annotated[Float, Field(ge=0, le=100)]
+Fraction = Annotated[Float, Field(ge=0, le=1)]
+BytesPerS = Annotated[Float, Field(ge=0, le=2**50)]
+Celsius = Annotated[Float, Field(ge=0, le=250)]  # NVML reports unsigned degrees
+SlowdownCelsius = Annotated[Float, Field(gt=0, le=250)]
+Watts = Annotated[Float, Field(ge=0, le=5000)]
+MHz = Annotated[Float, Field(ge=0, le=10000)]
 
 
 class Record(BaseModel):
@@ -41,28 +67,33 @@ class Record(BaseModel):
 
 
 class GpuSample(Record):
-    """One GPU's metrics in one collection round. ``None`` means "not supported"."""
+    """One GPU's metrics in one collection round. ``None`` means "not supported".
+
+    Beyond the schema: mem_used_bytes <= mem_total_bytes when both are given.
+    """
 
     uuid: GpuUuid
-    index: Annotated[int, Field(ge=0, lt=1024)]
+    index: GpuIndex
     model: Annotated[str, Field(min_length=1, max_length=128)]
-    healthy: bool = Field(True, description="False when NVML reports the GPU lost or failing")
+    healthy: Bool = Field(True, description="False when NVML reports the GPU lost or failing")
     gpu_util_pct: Percent | None = None
     mem_util_pct: Percent | None = Field(None, description="memory controller busy %")
     mem_used_bytes: Bytes | None = None
     mem_total_bytes: Bytes | None = None
     sm_active: Fraction | None = Field(None, description="GPM SM activity, Hopper and newer")
     temp_c: Celsius | None = None
-    slowdown_temp_c: Celsius | None = None
+    slowdown_temp_c: SlowdownCelsius | None = Field(
+        None, description="the GPU's own slowdown threshold"
+    )
     power_w: Watts | None = None
     power_limit_w: Watts | None = None
     sm_clock_mhz: MHz | None = None
     max_sm_clock_mhz: MHz | None = None
-    clock_event_reasons: Annotated[int, Field(ge=0, lt=2**64)] | None = None
+    clock_event_reasons: Annotated[StrictInt, Field(ge=0, lt=2**64), AS_INT] | None = None
     ecc_uncorrected_volatile: Count | None = None
-    remapped_rows_pending: bool | None = None
-    pcie_tx_bytes_per_s: Annotated[float, Field(ge=0)] | None = None
-    pcie_rx_bytes_per_s: Annotated[float, Field(ge=0)] | None = None
+    remapped_rows_pending: Bool | None = None
+    pcie_tx_bytes_per_s: BytesPerS | None = None
+    pcie_rx_bytes_per_s: BytesPerS | None = None
 
     @model_validator(mode="after")
     def _memory_fits(self) -> GpuSample:
@@ -73,7 +104,10 @@ class GpuSample(Record):
 
 
 class NodeSample(Record):
-    """``fairlane.node-samples.v1``, key = node: every GPU of one node at one instant."""
+    """``fairlane.node-samples.v1``, key = node: every GPU of one node at one instant.
+
+    Beyond the schema: no GPU uuid appears twice in one record.
+    """
 
     schema_: Literal["node-sample/1"] = Field("node-sample/1", alias="schema")
     node: NodeName
@@ -97,14 +131,14 @@ class GpuScore(Record):
     schema_: Literal["gpu-score/1"] = Field("gpu-score/1", alias="schema")
     node: NodeName
     uuid: GpuUuid
-    index: Annotated[int, Field(ge=0)]
+    index: GpuIndex
     model: str
     score: Fraction
-    speed: Annotated[float, Field(gt=0)] = Field(description="relative speed of the model")
-    effective_capacity: Annotated[float, Field(ge=0)] = Field(description="score x speed")
+    speed: Annotated[Float, Field(gt=0, le=1000)] = Field(description="relative speed of the model")
+    effective_capacity: Annotated[Float, Field(ge=0, le=1000)] = Field(description="score x speed")
     components: dict[str, Fraction | None]
     samples_in_window: Count
-    stale: bool
+    stale: Bool
     mem_total_bytes: Bytes | None = None
     ts_ms: EpochMs = Field(description="time of the newest sample behind this score")
 
@@ -115,19 +149,19 @@ class GpuSlot(Record):
     """One GPU handed to a job."""
 
     uuid: GpuUuid
-    index: Annotated[int, Field(ge=0)]
+    index: GpuIndex
 
 
 class NodeAssignment(Record):
     """What one node of a placement runs with (the launcher's environment)."""
 
     node: NodeName
-    node_rank: Annotated[int, Field(ge=0)]
+    node_rank: Annotated[StrictInt, Field(ge=0, lt=2**16), AS_INT]
     gpus: list[GpuSlot]
     cuda_visible_devices: str
     master_addr: NodeName
-    master_port: Annotated[int, Field(ge=1, le=65535)]
-    world_size: Annotated[int, Field(ge=1)]
+    master_port: Annotated[StrictInt, Field(ge=1, le=65535), AS_INT]
+    world_size: Annotated[StrictInt, Field(ge=1, le=2**16), AS_INT]
 
 
 class PlacementEvent(Record):
@@ -151,12 +185,12 @@ class DeadLetter(Record):
     schema_: Literal["dead-letter/1"] = Field("dead-letter/1", alias="schema")
     ts_ms: EpochMs
     source_topic: str
-    partition: Annotated[int, Field(ge=0)]
-    offset: Annotated[int, Field(ge=0)]
+    partition: Annotated[StrictInt, Field(ge=0, lt=2**31), AS_INT]
+    offset: Count
     error: str
     key_b64: str | None = None
     value_b64: str = Field(description="the rejected value, base64, possibly truncated")
     value_size: Count
-    truncated: bool
+    truncated: Bool
 
     model_config = ConfigDict(populate_by_name=True)

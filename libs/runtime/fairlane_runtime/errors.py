@@ -1,19 +1,17 @@
-"""Errors shared by the services' edges.
+"""Errors of the services' shared edges (Kafka and Postgres), under the one root.
 
-    FairlaneError
-     +-- ServerUnavailableError     a server (Kafka, Postgres) cannot be reached; retryable
-     +-- TopicMismatchError         a topic exists with the wrong partition count; not retryable
+    FairlaneError                    (fairlane_events.errors, re-exported here)
+     +-- ServerUnavailableError      a server (Kafka, Postgres) cannot be reached; retryable
+     +-- TopicMismatchError          a topic exists with the wrong partition count; never
 
 ``retryable`` tells a caller whether waiting and trying again can help.
 """
 
 from __future__ import annotations
 
+from fairlane_events.errors import FairlaneError
+
 __all__ = ["FairlaneError", "ServerUnavailableError", "TopicMismatchError"]
-
-
-class FairlaneError(Exception):
-    retryable: bool = False
 
 
 class ServerUnavailableError(FairlaneError):

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field, fields
 from importlib import resources
 from typing import Any, Literal, get_args
 
+from fairlane_sim.errors import ScenarioError
+
 __all__ = [
     "SHIPPED",
     "EventKind",
@@ -42,10 +44,6 @@ __all__ = [
 ]
 
 EventKind = Literal["thermal", "power_cap", "noisy_neighbour", "spike", "ecc", "silent", "job"]
-
-
-class ScenarioError(ValueError):
-    """A scenario file that does not follow the format; the message says where."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from fairlane_agent.core.backlog import Backlog
 from fairlane_agent.delivery import Delivery
 from fairlane_agent.http import HealthCheck, make_http_app, start_http
 from fairlane_agent.metrics import AgentMetrics
-from fairlane_agent.nvml import NvmlLib, NvmlUnavailableError
+from fairlane_agent.nvml import NvmlLib
 from fairlane_agent.placements import follow_placements
 from fairlane_agent.publisher import SamplePublisher
 from fairlane_agent.runner import run_collection
@@ -130,7 +130,7 @@ def main(
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     try:
         asyncio.run(_run_until_signalled(settings, load_nvml))
-    except (FairlaneError, NvmlUnavailableError) as exc:
+    except FairlaneError as exc:
         exit_with_error(PROG, exc)
     except ValueError as exc:  # an invalid fleet spec
         exit_with_error(PROG, exc)

@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from fairlane_runtime.errors import FairlaneError
+from fairlane_agent.errors import HttpServeError
 
 __all__ = ["HealthCheck", "make_http_app", "start_http"]
 
@@ -47,5 +47,5 @@ async def start_http(app: web.Application, host: str, port: int) -> web.AppRunne
         await web.TCPSite(runner, host, port).start()
     except OSError as exc:
         await runner.cleanup()
-        raise FairlaneError(f"cannot serve /metrics on {host}:{port}: {exc.strerror}") from exc
+        raise HttpServeError(f"cannot serve /metrics on {host}:{port}: {exc.strerror}") from exc
     return runner

@@ -21,9 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fairlane_agent.errors import NvmlUnavailableError
 from fairlane_events.records import GpuSample, NodeSample
 
-__all__ = ["NvmlCollector", "NvmlLib", "NvmlUnavailableError", "error_kind"]
+__all__ = ["NvmlCollector", "NvmlLib", "error_kind"]
 
 log = logging.getLogger("fairlane.agent.nvml")
 
@@ -33,10 +34,6 @@ NvmlLib = Any
 #: NVML reports power in milliwatts and PCIe throughput in KB/s.
 _MW_PER_W = 1000.0
 _BYTES_PER_KB = 1000.0
-
-
-class NvmlUnavailableError(RuntimeError):
-    """NVML could not start (no driver, no library, no GPU); not retryable."""
 
 
 def error_kind(exc: BaseException) -> str:

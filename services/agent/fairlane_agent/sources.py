@@ -12,7 +12,8 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from fairlane_agent.nvml import NvmlCollector, NvmlLib, NvmlUnavailableError
+from fairlane_agent.errors import NvmlUnavailableError
+from fairlane_agent.nvml import NvmlCollector, NvmlLib
 from fairlane_agent.settings import AgentSettings
 from fairlane_events.records import NodeSample
 from fairlane_sim.fleet import FleetSimulator

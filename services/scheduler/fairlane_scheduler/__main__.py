@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 
 import uvicorn
@@ -29,6 +30,11 @@ async def _preflight(settings: SchedulerSettings) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     settings = load_settings(SchedulerSettings, argv, PROG)
     configure_logging(settings.log_level, json=settings.log_json)
+    # asyncpg's pool logs each failed attempt to reconnect its idle connections, with a
+    # traceback, every few seconds while Postgres is down; the outbox relay, housekeeping
+    # and the allocation cache report the outage once when it starts and once when it
+    # ends (and count it in /metrics), so only the pool's errors are kept.
+    logging.getLogger("asyncpg.pool").setLevel(logging.ERROR)
     try:
         asyncio.run(_preflight(settings))
     except (FairlaneError, SchedulerError) as exc:

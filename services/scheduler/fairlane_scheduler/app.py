@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from prometheus_client import make_asgi_app
 
 from fairlane_runtime.kafka import ensure_topics
+from fairlane_runtime.outage import OutageLog
 from fairlane_scheduler.adapters.live_gpus import LiveGpusCache
 from fairlane_scheduler.adapters.migrations import apply_migrations, load_migrations
 from fairlane_scheduler.adapters.outbox import OutboxRelay
@@ -25,26 +26,28 @@ from fairlane_scheduler.api.routes import router
 from fairlane_scheduler.clock import now_ms
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
 from fairlane_scheduler.core.placement import PlacementPolicy
-from fairlane_scheduler.errors import SchedulerError
 from fairlane_scheduler.service import PlacementService, PortRange
 from fairlane_scheduler.settings import SchedulerSettings
 
-__all__ = ["create_app"]
+__all__ = ["create_app", "housekeeping"]
 
 log = logging.getLogger("fairlane.scheduler")
 
 
-async def _housekeeping(service: PlacementService, interval_s: float) -> None:
+async def housekeeping(service: PlacementService, interval_s: float, outage: OutageLog) -> None:
     """Every interval: expire placements whose lease ended, then place what waits and
-    now fits. Safe on every replica: Postgres decides who wins."""
+    now fits. Safe on every replica: Postgres decides who wins. While Postgres is away
+    each round fails; ``outage`` logs that twice (gone, back), not every round."""
     while True:
         try:
             for placement in await service.expire_due():
                 log.info("placement %s (job %s) expired", placement.id, placement.job_id)
             for placement in await service.place_pending():
                 log.info("pending placement %s (job %s) placed", placement.id, placement.job_id)
-        except SchedulerError as exc:
-            log.warning("housekeeping skipped: %s", exc)
+        except Exception as exc:  # noqa: BLE001 - sorted by OutageLog.record; loop goes on
+            outage.record(exc)
+        else:
+            outage.succeeded()
         await asyncio.sleep(interval_s)
 
 
@@ -88,15 +91,25 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                     and (fresh_gpus() > 0 or (policy.stale == "last_known" and len(fleet) > 0))
                 ),
             )
-            live_gpus = LiveGpusCache(store, fleet)
+            live_gpus = LiveGpusCache(store, fleet, metrics.outage("allocation cache", "postgres"))
             await live_gpus.start()
             app.state.runtime = Runtime(
                 service, store, fleet, follower, metrics, fresh_gpus, policy, live_gpus
             )
-            relay = OutboxRelay(pool, settings.kafka_bootstrap_servers)
+            relay = OutboxRelay(
+                pool,
+                settings.kafka_bootstrap_servers,
+                postgres_outage=metrics.outage("outbox relay", "postgres"),
+                kafka_outage=metrics.outage("outbox relay", "kafka"),
+            )
             await relay.start()
             expiry = asyncio.create_task(
-                _housekeeping(service, settings.expiry_interval_s), name="housekeeping"
+                housekeeping(
+                    service,
+                    settings.expiry_interval_s,
+                    metrics.outage("housekeeping", "postgres"),
+                ),
+                name="housekeeping",
             )
             try:
                 yield

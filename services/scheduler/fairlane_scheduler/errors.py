@@ -1,35 +1,58 @@
-"""The scheduler's exceptions; ``api/errors.py`` maps each to one HTTP status.
+"""The scheduler's exceptions, under the one root (``fairlane_events.errors``).
 
-SchedulerError
- +-- NotFoundError            no such placement                       404
- +-- JobConflictError         job id reused with a different body     409
- +-- NoCapacityError          nothing qualifies now (with reasons)    409
- +-- NotReadyError            no score data yet (retryable)           503
- +-- DatabaseUnavailableError Postgres does not answer (retryable)    503
- +-- AllocationConflictError  another replica took a GPU/port first; retried inside
+``api/errors.py`` holds the one table from these to HTTP answers; ``retryable`` says
+whether the same request can succeed later (429 and 503 answers carry Retry-After).
+
+    FairlaneError
+     +-- SchedulerError                                               HTTP  retryable
+          +-- UnauthorizedError      no valid bearer token            401   no
+          +-- ForbiddenError         another namespace's, or admin    403   no
+          +-- NotFoundError          no such placement                404   no
+          +-- JobConflictError       job id reused, different body    409   no
+          +-- NoCapacityError        nothing qualifies now (reasons)  409   yes
+          +-- NotLiveError           the placement already ended      409   no
+          +-- QuotaExceededError     over the namespace's quota
+          |    +-- QuotaBusyError    fits once the namespace frees    429   yes
+          |    +-- QuotaNeverFitsError  larger than the quota itself  403   no
+          +-- NotReadyError          no score data yet                503   yes
+          +-- DatabaseUnavailableError  Postgres does not answer      503   yes
+          +-- AllocationConflictError   another replica took a GPU or
+          |                             port first; retried inside    --    yes
+          +-- PodError               an extender pod we cannot read;  200, in the
+          |                          answered in the protocol's       extender's
+          |                          ``Error`` field                  ``Error``; no
+          +-- MigrationError         the schema migrations cannot     start-up; no
+                                     apply (one changed after it ran)
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import ClassVar
+
+from fairlane_events.errors import FairlaneError
 
 __all__ = [
     "AllocationConflictError",
     "DatabaseUnavailableError",
     "ForbiddenError",
     "JobConflictError",
+    "MigrationError",
     "NoCapacityError",
     "NotFoundError",
     "NotLiveError",
     "NotReadyError",
+    "PodError",
+    "QuotaBusyError",
     "QuotaExceededError",
+    "QuotaNeverFitsError",
     "SchedulerError",
     "UnauthorizedError",
 ]
 
 
-class SchedulerError(Exception):
-    retryable: bool = False
+class SchedulerError(FairlaneError):
+    """Root of the scheduler's errors."""
 
 
 class UnauthorizedError(SchedulerError):
@@ -61,10 +84,25 @@ class NotLiveError(SchedulerError):
 
 
 class QuotaExceededError(SchedulerError):
-    def __init__(self, message: str, *, ever: bool) -> None:
-        super().__init__(message)
-        self.ever = ever  # could it fit once the namespace releases GPUs?
-        self.retryable = ever
+    """Over the namespace's quota; raise one of the two kinds (:meth:`of`)."""
+
+    #: Could the request fit once the namespace releases GPUs?
+    ever: ClassVar[bool] = False
+
+    @staticmethod
+    def of(message: str, *, ever: bool) -> QuotaExceededError:
+        return QuotaBusyError(message) if ever else QuotaNeverFitsError(message)
+
+
+class QuotaBusyError(QuotaExceededError):
+    """The namespace holds too many GPUs now; it fits once some are released."""
+
+    ever = True
+    retryable = True
+
+
+class QuotaNeverFitsError(QuotaExceededError):
+    """The request is larger than the namespace's quota itself."""
 
 
 class NotReadyError(SchedulerError):
@@ -77,3 +115,11 @@ class DatabaseUnavailableError(SchedulerError):
 
 class AllocationConflictError(SchedulerError):
     retryable = True
+
+
+class PodError(SchedulerError, ValueError):
+    """The pod JSON does not say what we need, or says it wrongly."""
+
+
+class MigrationError(SchedulerError):
+    """The database schema cannot be brought up to date; a person must look."""

@@ -158,7 +158,7 @@ class PlacementService:
             wanted = request.gpus_per_node * request.nodes
             models = models_within_quota(quota, used, shape.models, self._fleet.models, wanted)
             if isinstance(models, QuotaVerdict):
-                raise QuotaExceededError(models.reason, ever=models.ever)
+                raise QuotaExceededError.of(models.reason, ever=models.ever)
             shape = replace(shape, models=models)
         allocated = await self._store.live_gpus()
         now_ms = self._clock_ms()

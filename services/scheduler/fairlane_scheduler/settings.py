@@ -13,7 +13,7 @@ __all__ = ["SchedulerSettings"]
 
 class SchedulerSettings(ServiceSettings):
     database_url: SecretStr = Field(
-        SecretStr("postgresql://postgres@127.0.0.1:55432/fairlane"),
+        SecretStr("postgresql://postgres@127.0.0.1:25432/fairlane"),
         validation_alias=AliasChoices("FAIRLANE_DATABASE_URL", "DATABASE_URL", "database_url"),
     )
     host: str = "127.0.0.1"

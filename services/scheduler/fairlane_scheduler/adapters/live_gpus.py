@@ -1,7 +1,9 @@
 """In-memory copies of what Postgres knows and decisions need every time: the GPUs live
 placements hold, and the cordoned nodes (into the fleet view). Refreshed in the
 background every second, so answers that must not wait on the database (the
-kube-scheduler extender has a 5 s budget for the whole call) never do."""
+kube-scheduler extender has a 5 s budget for the whole call) never do. While Postgres is
+away the copies stay as last known; the outage is logged when it starts and when it
+ends, not every second."""
 
 from __future__ import annotations
 
@@ -9,9 +11,9 @@ import asyncio
 import contextlib
 import logging
 
+from fairlane_runtime.outage import OutageLog
 from fairlane_scheduler.adapters.store import PlacementStore
 from fairlane_scheduler.core.fleet import FleetView
-from fairlane_scheduler.errors import SchedulerError
 
 __all__ = ["LiveGpusCache"]
 
@@ -19,8 +21,15 @@ log = logging.getLogger("fairlane.scheduler.live_gpus")
 
 
 class LiveGpusCache:
-    def __init__(self, store: PlacementStore, fleet: FleetView, refresh_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        store: PlacementStore,
+        fleet: FleetView,
+        outage: OutageLog,
+        refresh_s: float = 1.0,
+    ) -> None:
         self._store = store
+        self._outage = outage
         self._fleet = fleet
         self._refresh_s = refresh_s
         self.current: frozenset[str] = frozenset()
@@ -41,8 +50,10 @@ class LiveGpusCache:
             await asyncio.sleep(self._refresh_s)
             try:
                 await self.refresh()
-            except SchedulerError as exc:
-                log.warning("keeping the last known allocations and cordons: %s", exc)
+            except Exception as exc:  # noqa: BLE001 - sorted by OutageLog.record; loop goes on
+                self._outage.record(exc)
+            else:
+                self._outage.succeeded()
 
     async def refresh(self) -> None:
         self.current = frozenset(await self._store.live_gpus())

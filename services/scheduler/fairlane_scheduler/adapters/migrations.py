@@ -16,14 +16,12 @@ from importlib import resources
 
 import asyncpg
 
+from fairlane_scheduler.errors import MigrationError
+
 __all__ = ["Migration", "MigrationError", "apply_migrations", "load_migrations"]
 
 _LOCK_KEY = 0x46414952  # "FAIR": one advisory lock for the migrator
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
-
-
-class MigrationError(RuntimeError):
-    """The database's migration history disagrees with the files (not retryable)."""
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,10 @@ advisory lock (the others stand by), reads unpublished rows in id order, sends t
 keyed by placement id (one partition per placement, idempotent producer), and marks
 them published only after Kafka acknowledged them. A crash between the send and the
 mark re-sends on the next leader: consumers must treat events idempotently.
+
+While Postgres or Kafka is away the relay retries every ``retry_s`` and says so twice
+per dependency (gone, back: :class:`~fairlane_runtime.outage.OutageLog`), counting each
+failed attempt; only an unexpected error is logged with its traceback.
 """
 
 from __future__ import annotations
@@ -15,8 +19,11 @@ import logging
 
 import asyncpg
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
 
 from fairlane_events.topics import PLACEMENTS
+from fairlane_runtime.outage import OutageLog
+from fairlane_scheduler.adapters.store import POSTGRES_UNAVAILABLE
 
 __all__ = ["OutboxRelay"]
 
@@ -25,13 +32,29 @@ log = logging.getLogger("fairlane.scheduler.outbox")
 _LEADER_LOCK = 0x4F555458  # "OUTX"
 _BATCH = 500
 _CHANNEL = "fairlane_outbox"  # NOTIFY'd by every outbox insert
+# The relay holds one connection for as long as it leads; when Postgres goes away the
+# pool takes it back, and using it then raises InterfaceError ("released back to the
+# pool"): for this long-held connection, that is the outage too.
+_POSTGRES_GONE = (*POSTGRES_UNAVAILABLE, asyncpg.InterfaceError)
 
 
 class OutboxRelay:
-    def __init__(self, pool: asyncpg.Pool, bootstrap: str, *, idle_poll_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        bootstrap: str,
+        *,
+        postgres_outage: OutageLog,
+        kafka_outage: OutageLog,
+        idle_poll_s: float = 1.0,
+        retry_s: float = 2.0,
+    ) -> None:
         self._pool = pool
         self._bootstrap = bootstrap
+        self._postgres = postgres_outage
+        self._kafka = kafka_outage
         self._idle_poll_s = idle_poll_s
+        self._retry_s = retry_s
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.published = 0
@@ -52,15 +75,21 @@ class OutboxRelay:
                 await self._lead()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - any failure: log, back off, retry
-                log.warning("outbox relay restarting after %s: %s", type(exc).__name__, exc)
-                self.is_leader = False
-                await asyncio.sleep(2.0)
+            except KafkaError as exc:
+                self._kafka.failed(exc)
+            except _POSTGRES_GONE as exc:
+                self._postgres.failed(exc)
+            except Exception:
+                log.exception("outbox relay failed unexpectedly; restarting")
+            self.is_leader = False
+            await asyncio.sleep(self._retry_s)
 
     async def _lead(self) -> None:
         # A pooled connection: cancelling a wait on it is clean, and the pool's reset on
         # release drops the advisory lock if we could not.
         async with self._pool.acquire() as conn:
+            await conn.execute("SELECT 1")  # Postgres answers (a stand-by may wait long below)
+            self._postgres.succeeded()
             # Stand-by replicas wait here, inside Postgres, until the leader's session ends.
             await conn.execute("SELECT pg_advisory_lock($1)", _LEADER_LOCK)
             self.is_leader = True
@@ -70,6 +99,7 @@ class OutboxRelay:
             )
             try:
                 await producer.start()
+                self._kafka.succeeded()
                 while True:
                     if not await self._relay_batch(conn, producer):
                         self._wake.clear()
@@ -78,9 +108,11 @@ class OutboxRelay:
             finally:
                 self.is_leader = False
                 await producer.stop()
-                if not conn.is_closed():
-                    await conn.remove_listener(_CHANNEL, self._on_notify)
-                    await conn.execute("SELECT pg_advisory_unlock($1)", _LEADER_LOCK)
+                # Best effort: on a lost connection the server already dropped the lock.
+                with contextlib.suppress(*_POSTGRES_GONE):
+                    if not conn.is_closed():
+                        await conn.remove_listener(_CHANNEL, self._on_notify)
+                        await conn.execute("SELECT pg_advisory_unlock($1)", _LEADER_LOCK)
 
     def _on_notify(self, *_: object) -> None:
         self._wake.set()

@@ -29,9 +29,19 @@ from fairlane_scheduler.errors import (
     QuotaExceededError,
 )
 
-__all__ = ["PlacementStore", "connect_pool", "utc"]
+__all__ = ["POSTGRES_UNAVAILABLE", "PlacementStore", "connect_pool", "utc"]
 
-_UNAVAILABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError)
+#: What asyncpg raises while Postgres is away: refused or dropped connections (OSError,
+#: class 08) and a server shutting down or starting (57P01-57P03). Anything else, a
+#: cancelled statement (57014) included, is not an outage.
+POSTGRES_UNAVAILABLE = (
+    OSError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.CannotConnectNowError,
+)
+_UNAVAILABLE = POSTGRES_UNAVAILABLE
 
 
 async def connect_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
@@ -140,7 +150,7 @@ async def _enforce_quota(conn: asyncpg.Connection, placement: Placement) -> None
         wanted[model] = wanted.get(model, 0) + 1
     verdict = check_quota(_quota(row), await _usage(conn, placement.namespace), wanted)
     if verdict is not None:
-        raise QuotaExceededError(verdict.reason, ever=verdict.ever)
+        raise QuotaExceededError.of(verdict.reason, ever=verdict.ever)
 
 
 class PlacementStore:

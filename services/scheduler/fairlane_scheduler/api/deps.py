@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
@@ -9,6 +10,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from prometheus_client import CollectorRegistry, Counter
 
+from fairlane_runtime.outage import OutageLog
 from fairlane_scheduler.adapters.live_gpus import LiveGpusCache
 from fairlane_scheduler.adapters.scores import ScoresFollower
 from fairlane_scheduler.adapters.store import PlacementStore
@@ -24,6 +26,7 @@ class SchedulerMetrics:
     registry: CollectorRegistry
     placements: Counter
     rejected: Counter
+    dependency_failures: Counter
 
     @classmethod
     def create(cls) -> SchedulerMetrics:
@@ -36,7 +39,19 @@ class SchedulerMetrics:
             rejected=Counter(
                 "fairlane_scheduler_no_capacity", "requests nothing could take", registry=r
             ),
+            dependency_failures=Counter(
+                "fairlane_scheduler_dependency_failures",
+                "background attempts that failed because Postgres or Kafka was away",
+                ["component", "dependency"],
+                registry=r,
+            ),
         )
+
+    def outage(self, component: str, dependency: str) -> OutageLog:
+        """The outage log of ``component``'s ``dependency``, counting into /metrics."""
+        logger = logging.getLogger("fairlane.scheduler.outage")
+        failures = self.dependency_failures.labels(component, dependency)
+        return OutageLog(logger, f"{component} ({dependency})", failures)
 
 
 @dataclass(frozen=True)

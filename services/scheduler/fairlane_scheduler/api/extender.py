@@ -3,8 +3,11 @@
 
 Answers come from memory only (fleet view, cached allocations): no Postgres or Kafka on
 the request path, and the handlers run on the event loop, never beside the scores
-follower in a thread. A pod we cannot read gets its reason in ``Error``, as the protocol
-expects, rather than an HTTP error.
+follower in a thread. A pod that asks for no GPU passes every node it was given with
+equal priorities (Fairlane has no opinion: kube-scheduler treats ``Error`` as a failed
+filter, so answering one would make every CPU-only pod unschedulable). A GPU pod we
+cannot read gets its reason in ``Error``, as the protocol expects, rather than an HTTP
+error.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict
 
 from fairlane_scheduler.api.deps import RuntimeDep
+from fairlane_scheduler.api.errors import error_responses
 from fairlane_scheduler.clock import now_ms
 from fairlane_scheduler.core.extender import NodeVerdict, judge_nodes, priorities
 from fairlane_scheduler.core.pod import PodError, pod_shape
@@ -52,10 +56,14 @@ def _names(args: ExtenderArgs) -> list[str]:
     return [str((item.get("metadata") or {}).get("name", "")) for item in items]
 
 
-def _judge(args: ExtenderArgs, runtime: RuntimeDep) -> dict[str, NodeVerdict]:
+def _judge(args: ExtenderArgs, runtime: RuntimeDep) -> dict[str, NodeVerdict] | None:
+    """Each node's verdict, or ``None`` for a pod that asks for no GPU (no opinion)."""
+    shape = pod_shape(args.Pod)
+    if shape is None:
+        return None
     return judge_nodes(
         runtime.fleet,
-        shape=pod_shape(args.Pod),
+        shape=shape,
         policy=runtime.policy,
         allocated=runtime.live_gpus.current,
         now_ms=now_ms(),
@@ -63,12 +71,19 @@ def _judge(args: ExtenderArgs, runtime: RuntimeDep) -> dict[str, NodeVerdict]:
     )
 
 
-@router.post("/filter", response_model=ExtenderFilterResult, response_model_exclude_none=False)
+@router.post(
+    "/filter",
+    response_model=ExtenderFilterResult,
+    response_model_exclude_none=False,
+    responses=error_responses(body=True),
+)
 async def extender_filter(args: ExtenderArgs, runtime: RuntimeDep) -> ExtenderFilterResult:
     try:
         verdicts = _judge(args, runtime)
     except PodError as exc:
         return ExtenderFilterResult(Error=str(exc))
+    if verdicts is None:
+        return ExtenderFilterResult(Nodes=args.Nodes, NodeNames=args.NodeNames)
     fits = [name for name, v in verdicts.items() if v.fits]
     result = ExtenderFilterResult(
         FailedNodes={n: v.reason for n, v in verdicts.items() if not v.fits and not v.unresolvable},
@@ -86,10 +101,12 @@ async def extender_filter(args: ExtenderArgs, runtime: RuntimeDep) -> ExtenderFi
     return result
 
 
-@router.post("/prioritize", response_model=list[HostPriority])
+@router.post("/prioritize", response_model=list[HostPriority], responses=error_responses(body=True))
 async def extender_prioritize(args: ExtenderArgs, runtime: RuntimeDep) -> list[HostPriority]:
     try:
         verdicts = _judge(args, runtime)
     except PodError:
         verdicts = {name: NodeVerdict(False) for name in _names(args)}
+    if verdicts is None:
+        return [HostPriority(Host=n, Score=0) for n in _names(args)]
     return [HostPriority(Host=n, Score=s) for n, s in priorities(verdicts).items()]

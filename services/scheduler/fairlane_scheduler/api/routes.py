@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 
 from fairlane_scheduler.api.auth import CallerDep
 from fairlane_scheduler.api.deps import RuntimeDep
+from fairlane_scheduler.api.errors import error_responses
 from fairlane_scheduler.api.schemas import (
     CordonIn,
     GpuOut,
@@ -25,7 +26,19 @@ from fairlane_scheduler.api.schemas import (
 from fairlane_scheduler.clock import now_ms
 from fairlane_scheduler.core.nodes import gpu_states, node_summaries
 from fairlane_scheduler.core.quota import Quota
-from fairlane_scheduler.errors import NoCapacityError, NotFoundError, SchedulerError
+from fairlane_scheduler.errors import (
+    DatabaseUnavailableError,
+    ForbiddenError,
+    JobConflictError,
+    NoCapacityError,
+    NotFoundError,
+    NotLiveError,
+    NotReadyError,
+    QuotaBusyError,
+    QuotaNeverFitsError,
+    SchedulerError,
+    UnauthorizedError,
+)
 
 __all__ = ["router"]
 
@@ -38,6 +51,11 @@ Namespace = Annotated[str, Path(pattern=_NAME)]
 
 _MAX_TIME_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last instant Python holds
 
+# What each route can answer besides success and 422, from the one error table: every
+# route takes a token (401); those that read or write Postgres may find it down (503).
+_TOKEN = (UnauthorizedError,)
+_DB = (DatabaseUnavailableError,)
+
 
 @router.post(
     "/v1/placements",
@@ -46,6 +64,17 @@ _MAX_TIME_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last instant
     responses={
         200: {"description": "identical request: the original placement"},
         202: {"description": "queued: pending until it fits"},
+        **error_responses(
+            *_TOKEN,
+            ForbiddenError,
+            QuotaNeverFitsError,
+            JobConflictError,
+            NoCapacityError,
+            QuotaBusyError,
+            NotReadyError,
+            *_DB,
+            body=True,
+        ),
     },
 )
 async def create_placement(
@@ -66,12 +95,20 @@ async def create_placement(
     return PlacementOut.of(placement)
 
 
-@router.get("/v1/placements/{placement_id}", response_model=PlacementOut)
+@router.get(
+    "/v1/placements/{placement_id}",
+    response_model=PlacementOut,
+    responses=error_responses(*_TOKEN, NotFoundError, *_DB),
+)
 async def get_placement(placement_id: UUID, runtime: RuntimeDep, caller: CallerDep) -> PlacementOut:
     return PlacementOut.of(await runtime.service.get(str(placement_id), caller.scope()))
 
 
-@router.get("/v1/placements", response_model=PlacementPage)
+@router.get(
+    "/v1/placements",
+    response_model=PlacementPage,
+    responses=error_responses(*_TOKEN, ForbiddenError, *_DB),
+)
 async def list_placements(
     *,
     runtime: RuntimeDep,
@@ -91,7 +128,11 @@ async def list_placements(
     )
 
 
-@router.delete("/v1/placements/{placement_id}", response_model=PlacementOut)
+@router.delete(
+    "/v1/placements/{placement_id}",
+    response_model=PlacementOut,
+    responses=error_responses(*_TOKEN, NotFoundError, *_DB),
+)
 async def release_placement(
     placement_id: UUID, runtime: RuntimeDep, caller: CallerDep
 ) -> PlacementOut:
@@ -99,7 +140,11 @@ async def release_placement(
     return PlacementOut.of(await runtime.service.release(str(placement_id), caller.scope()))
 
 
-@router.post("/v1/placements/{placement_id}/renew", response_model=PlacementOut)
+@router.post(
+    "/v1/placements/{placement_id}/renew",
+    response_model=PlacementOut,
+    responses=error_responses(*_TOKEN, NotFoundError, NotLiveError, *_DB, body=True),
+)
 async def renew_placement(
     placement_id: UUID, runtime: RuntimeDep, caller: CallerDep, body: RenewIn | None = None
 ) -> PlacementOut:
@@ -107,14 +152,18 @@ async def renew_placement(
     return PlacementOut.of(await runtime.service.renew(str(placement_id), lease_s, caller.scope()))
 
 
-@router.get("/v1/nodes", response_model=list[NodeOut])
+@router.get("/v1/nodes", response_model=list[NodeOut], responses=error_responses(*_TOKEN))
 async def list_nodes(runtime: RuntimeDep, _: CallerDep) -> list[NodeOut]:
     """Every node the scores mention, with how many GPUs are free and why the others are not."""
     summaries = node_summaries(runtime.fleet, runtime.live_gpus.current, runtime.policy, now_ms())
     return [NodeOut(**vars(s)) for s in summaries]
 
 
-@router.get("/v1/nodes/{name}", response_model=NodeDetailOut)
+@router.get(
+    "/v1/nodes/{name}",
+    response_model=NodeDetailOut,
+    responses=error_responses(*_TOKEN, NotFoundError),
+)
 async def get_node(name: str, runtime: RuntimeDep, _: CallerDep) -> NodeDetailOut:
     """One node's GPUs: score, its components, and the state the placement filter sees."""
     gpus = gpu_states(runtime.fleet, name, runtime.live_gpus.current, runtime.policy, now_ms())
@@ -123,7 +172,11 @@ async def get_node(name: str, runtime: RuntimeDep, _: CallerDep) -> NodeDetailOu
     return NodeDetailOut(node=name, gpus=[GpuOut(**vars(g)) for g in gpus])
 
 
-@router.put("/v1/nodes/{name}/cordon", status_code=status.HTTP_204_NO_CONTENT)
+@router.put(
+    "/v1/nodes/{name}/cordon",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=error_responses(*_TOKEN, ForbiddenError, *_DB, body=True),
+)
 async def cordon_node(
     name: NodeName, body: CordonIn, runtime: RuntimeDep, caller: CallerDep
 ) -> None:
@@ -133,14 +186,22 @@ async def cordon_node(
     await runtime.live_gpus.refresh()
 
 
-@router.delete("/v1/nodes/{name}/cordon", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete(
+    "/v1/nodes/{name}/cordon",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=error_responses(*_TOKEN, ForbiddenError, *_DB),
+)
 async def uncordon_node(name: NodeName, runtime: RuntimeDep, caller: CallerDep) -> None:
     caller.require_admin()
     await runtime.store.uncordon(name)
     await runtime.live_gpus.refresh()
 
 
-@router.get("/v1/quotas/{namespace}", response_model=QuotaOut)
+@router.get(
+    "/v1/quotas/{namespace}",
+    response_model=QuotaOut,
+    responses=error_responses(*_TOKEN, ForbiddenError, *_DB),
+)
 async def get_quota(namespace: Namespace, runtime: RuntimeDep, caller: CallerDep) -> QuotaOut:
     caller.require_namespace(namespace)
     quota, used = await runtime.store.quota_and_usage(namespace)
@@ -154,7 +215,11 @@ async def get_quota(namespace: Namespace, runtime: RuntimeDep, caller: CallerDep
     )
 
 
-@router.put("/v1/quotas/{namespace}", response_model=QuotaOut)
+@router.put(
+    "/v1/quotas/{namespace}",
+    response_model=QuotaOut,
+    responses=error_responses(*_TOKEN, ForbiddenError, *_DB, body=True),
+)
 async def set_quota(
     namespace: Namespace, body: QuotaIn, runtime: RuntimeDep, caller: CallerDep
 ) -> QuotaOut:

@@ -6,48 +6,64 @@ import hashlib
 from typing import Annotated, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
 from fairlane_events.gpu_models import CATALOG, find_model
+from fairlane_events.json_numbers import AS_INT
 from fairlane_events.records import NodeAssignment
 from fairlane_scheduler.core.model import Placement, PlacementRequest
 
 __all__ = ["PlacementIn", "PlacementOut", "PlacementPage", "RenewIn"]
 
+# Request bodies accept what their schema says and nothing more: strict types (``false``
+# is not 0, ``"3"`` is not 3; an integer still stands for a float, and ``AS_INT`` lets
+# ``3.0`` stand for 3, as JSON allows), no unknown fields, no NaN.
+_STRICT_BODY = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
 Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+
+#: What a request may name as a GPU model: a catalogue key or its NVML product name. The
+#: OpenAPI schema lists them (an enum), so a request valid by the schema is never
+#: refused for its model.
+GPU_MODEL_NAMES = tuple(sorted({*CATALOG, *(s.nvml_name for s in CATALOG.values())}))
+
+
+def _known_model(name: str) -> str:
+    if name not in GPU_MODEL_NAMES:
+        raise ValueError(f"unknown GPU model {name!r}; known: {', '.join(GPU_MODEL_NAMES)}")
+    return name
+
+
+GpuModelName = Annotated[
+    str,
+    AfterValidator(_known_model),
+    WithJsonSchema({"type": "string", "enum": list(GPU_MODEL_NAMES)}),
+]
 
 
 class PlacementIn(BaseModel):
     """A request to place a job. ``job_id`` is the idempotency key within the namespace."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = _STRICT_BODY
 
     job_id: Name
     namespace: Name | None = Field(None, description="default: the token's namespace")
-    gpus_per_node: Annotated[int, Field(ge=1, le=64)]
-    nodes: Annotated[int, Field(ge=1, le=1024, description="more than 1: a gang, all or none")] = 1
+    gpus_per_node: Annotated[int, Field(ge=1, le=64), AS_INT]
+    nodes: Annotated[
+        int, Field(ge=1, le=1024, description="more than 1: a gang, all or none"), AS_INT
+    ] = 1
     min_gpu_memory_gib: Annotated[float, Field(gt=0, le=4096)] | None = None
-    models: Annotated[list[str], Field(min_length=1, max_length=32)] | None = Field(
-        None, description=f"allowed GPU models: {', '.join(CATALOG)} (or NVML names)"
+    models: Annotated[list[GpuModelName], Field(min_length=1, max_length=32)] | None = Field(
+        None, description="allowed GPU models: catalogue keys or their NVML product names"
     )
     policy: Literal["fastest", "binpack", "spread"] = "fastest"
     lease_s: Annotated[float, Field(gt=0, le=30 * 24 * 3600)] | None = Field(
         None, description="expire unless renewed within this many seconds; none: never"
     )
     queue: bool = Field(False, description="wait (202, pending) instead of 409/429")
-    priority: Annotated[int, Field(ge=-1000, le=1000)] = Field(
+    priority: Annotated[int, Field(ge=-1000, le=1000), AS_INT] = Field(
         0, description="pending requests are placed by priority, then age"
     )
-
-    @field_validator("models")
-    @classmethod
-    def _known_models(cls, value: list[str] | None) -> list[str] | None:
-        if value is None:
-            return None
-        unknown = [m for m in value if find_model(m) is None]
-        if unknown:
-            raise ValueError(f"unknown GPU models {unknown}; known: {', '.join(CATALOG)}")
-        return value
 
     def canonical_json(self) -> bytes:
         return orjson.dumps(self.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
@@ -75,7 +91,7 @@ class PlacementIn(BaseModel):
 
 
 class RenewIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = _STRICT_BODY
 
     lease_s: Annotated[float, Field(gt=0, le=30 * 24 * 3600)] | None = Field(
         None, description="new lease from now; default: the lease it was placed with"
@@ -142,13 +158,13 @@ _MAX_GPUS = 10_000_000  # far beyond any fleet, well inside Postgres integer
 
 
 class QuotaIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT_BODY
 
-    max_gpus: Annotated[int, Field(ge=0, le=_MAX_GPUS)] | None = Field(
+    max_gpus: Annotated[int, Field(ge=0, le=_MAX_GPUS), AS_INT] | None = Field(
         None, description="none: no limit"
     )
-    max_gpus_per_model: dict[str, Annotated[int, Field(ge=0, le=_MAX_GPUS)]] = Field(
-        default_factory=dict, description="catalogue key (or NVML name) -> GPUs at once"
+    max_gpus_per_model: dict[GpuModelName, Annotated[int, Field(ge=0, le=_MAX_GPUS), AS_INT]] = (
+        Field(default_factory=dict, description="catalogue key (or its NVML name) -> GPUs at once")
     )
 
     @field_validator("max_gpus_per_model")
@@ -157,8 +173,7 @@ class QuotaIn(BaseModel):
         keys = {}
         for name, limit in value.items():
             spec = find_model(name)
-            if spec is None:
-                raise ValueError(f"unknown GPU model {name!r}; known: {', '.join(CATALOG)}")
+            assert spec is not None  # GpuModelName admits catalogue names only
             keys[spec.key] = limit
         return keys
 
@@ -170,6 +185,6 @@ class QuotaOut(QuotaIn):
 
 
 class CordonIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT_BODY
 
     reason: Annotated[str, Field(max_length=500, pattern=r"^[^\x00]*$")] = ""

@@ -3,7 +3,8 @@
 GPUs: the ``nvidia.com/gpu`` limits of the containers (an init container runs alone, so
 the pod needs the larger of its containers' sum and any one init container). Models and
 memory: the ``fairlane.dev/gpu-models`` ("H100,A100-80GB") and
-``fairlane.dev/min-gpu-memory-gib`` annotations.
+``fairlane.dev/min-gpu-memory-gib`` annotations. A pod that asks for no GPU has no shape
+(``None``): Fairlane has no opinion about it, and the extender passes it everywhere.
 """
 
 from __future__ import annotations
@@ -13,16 +14,13 @@ from typing import Any
 
 from fairlane_events.gpu_models import find_model
 from fairlane_scheduler.core.placement import JobShape
+from fairlane_scheduler.errors import PodError
 
 __all__ = ["GPU_RESOURCE", "MEMORY_ANNOTATION", "MODELS_ANNOTATION", "PodError", "pod_shape"]
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MODELS_ANNOTATION = "fairlane.dev/gpu-models"
 MEMORY_ANNOTATION = "fairlane.dev/min-gpu-memory-gib"
-
-
-class PodError(ValueError):
-    """The pod JSON does not say what we need, or says it wrongly."""
 
 
 def _gpus(container: Mapping[str, Any]) -> int:
@@ -37,14 +35,15 @@ def _gpus(container: Mapping[str, Any]) -> int:
     return count
 
 
-def pod_shape(pod: Mapping[str, Any]) -> JobShape:
+def pod_shape(pod: Mapping[str, Any]) -> JobShape | None:
+    """The pod's GPU request, or ``None`` when it asks for no ``nvidia.com/gpu``."""
     spec = pod.get("spec") or {}
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     main = sum(_gpus(c) for c in spec.get("containers") or [])
     init = max((_gpus(c) for c in spec.get("initContainers") or []), default=0)
     gpus = max(main, init)
     if gpus == 0:
-        raise PodError(f"the pod requests no {GPU_RESOURCE}")
+        return None
     models = None
     if raw := annotations.get(MODELS_ANNOTATION):
         names = [m.strip() for m in str(raw).split(",") if m.strip()]

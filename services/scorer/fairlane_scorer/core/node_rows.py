@@ -15,6 +15,7 @@ import numpy as np
 import orjson
 
 from fairlane_scorer.core.window import GpuWindow
+from fairlane_scorer.errors import NodeRowFormatError
 from fairlane_scoring.reference import KEPT_COLUMNS
 
 __all__ = ["NodeWindows", "decode_node", "encode_node"]
@@ -58,7 +59,7 @@ def decode_node(data: bytes) -> dict[str, GpuWindow]:
     start = _HEADER_LENGTH.size
     header = orjson.loads(data[start : start + length])
     if header.get("format") != _FORMAT:
-        raise ValueError(f"unknown node-row format {header.get('format')!r}")
+        raise NodeRowFormatError(f"unknown node-row format {header.get('format')!r}")
     offset = start + length
     columns = len(KEPT_COLUMNS)
     windows: dict[str, GpuWindow] = {}

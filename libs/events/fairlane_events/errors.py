@@ -1,0 +1,35 @@
+"""The root of every Fairlane error, and the wire contract's own.
+
+Every package draws its own tree in its ``errors.py``, rooted here; this root lives in
+the wire-contract library because it is the one library every package may import
+(pure libraries and service cores may not import ``fairlane_runtime``)::
+
+    FairlaneError                       root; ``retryable`` says if trying again can help
+     +-- DecodeError                    a record that is not JSON or not its schema; never
+     |                                  (fairlane_events)
+     +-- ScenarioError                  a simulator scenario is invalid; never (fairlane_sim)
+     +-- ServerUnavailableError         Kafka or Postgres does not answer; retryable
+     +-- TopicMismatchError             a topic exists, not as the contract says; never
+     |                                  (both fairlane_runtime)
+     +-- AgentError, ScorerError, SchedulerError
+                                        each service's tree, in its errors.py
+
+``retryable`` is a class attribute, so a caller can decide from the type alone.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = ["DecodeError", "FairlaneError"]
+
+
+class FairlaneError(Exception):
+    """Root of every error Fairlane raises on purpose."""
+
+    retryable: ClassVar[bool] = False
+
+
+class DecodeError(FairlaneError, ValueError):
+    """A record that is not valid JSON or does not match its schema (never retryable:
+    the same bytes fail the same way; they go to the dead-letter topic)."""

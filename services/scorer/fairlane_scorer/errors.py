@@ -1,0 +1,25 @@
+"""The scorer's errors, under the one root (``fairlane_events.errors``).
+
+FairlaneError
+ +-- ScorerError                the scorer's own
+ |    +-- NodeRowFormatError    a node-windows row in an unknown format (a changelog
+ |                              written by another version); never retryable
+ +-- DecodeError                a consumed record is not its schema; never retryable:
+ |                              dead-lettered and counted, never raised out of an agent
+ +-- ServerUnavailableError, TopicMismatchError
+                                Kafka at start-up (fairlane_runtime)
+"""
+
+from __future__ import annotations
+
+from fairlane_events.errors import FairlaneError
+
+__all__ = ["NodeRowFormatError", "ScorerError"]
+
+
+class ScorerError(FairlaneError):
+    """Root of the scorer's own errors."""
+
+
+class NodeRowFormatError(ScorerError, ValueError):
+    """A stored node row this version cannot read."""
