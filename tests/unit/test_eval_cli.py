@@ -26,7 +26,9 @@ def test_run_replays_a_users_jobs_throughputs_and_gpu_speeds(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     jobs = tmp_path / "jobs.csv"
-    jobs.write_text(write_jobs_csv([Job(f"j{i}", 60.0 * i, 2, 1, "mine", 3600.0) for i in range(6)]))
+    jobs.write_text(
+        write_jobs_csv([Job(f"j{i}", 60.0 * i, 2, 1, "mine", 3600.0) for i in range(6)])
+    )
     throughputs = tmp_path / "throughputs.csv"
     throughputs.write_text("job_type,model,scale_factor,steps_per_s\nmine,V100,2,1.5\n")
     speeds = tmp_path / "speeds.csv"
