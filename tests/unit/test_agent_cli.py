@@ -42,3 +42,25 @@ def test_backend_sim_never_touches_nvml() -> None:
     with pytest.raises(SystemExit):
         main(["--backend", "sim", *NO_KAFKA], load_nvml=lambda: nvml)
     assert not nvml.calls
+
+
+def test_backend_dcgm_without_a_url_is_one_clear_line_and_exit_code_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--backend", "dcgm", *NO_KAFKA])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == (
+        "fairlane-agent: error: invalid settings: --backend dcgm needs "
+        "--dcgm-url (a dcgm-exporter /metrics URL)\n"
+    )
+
+
+def test_backend_dcgm_never_touches_nvml() -> None:
+    nvml = FakeNvml([v100()])
+    with pytest.raises(SystemExit):
+        main(
+            ["--backend", "dcgm", "--dcgm-url", "http://127.0.0.1:1/metrics", *NO_KAFKA],
+            load_nvml=lambda: nvml,
+        )
+    assert not nvml.calls

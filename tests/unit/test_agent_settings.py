@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,27 @@ def test_no_scenario_is_a_calm_fleet_from_the_flags() -> None:
     scenario = chosen.load_scenario()
     assert scenario.events == ()
     assert chosen.fleet_spec(scenario).nodes == 2
+
+
+def test_dcgm_urls_come_from_repeated_flags_or_a_comma_separated_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    a, b = "http://gpu-node-1:9400/metrics", "http://gpu-node-2:9400/metrics"
+    assert settings("--backend", "dcgm", "--dcgm-url", a, "--dcgm-url", b).dcgm_url == [a, b]
+    monkeypatch.setenv("FAIRLANE_DCGM_URL", f"{a}, {b}")
+    assert settings("--backend", "dcgm").dcgm_url == [a, b]
+    monkeypatch.setenv("FAIRLANE_DCGM_URL", f'["{a}"]')
+    assert settings("--backend", "dcgm").dcgm_url == [a]
+
+
+@pytest.mark.parametrize(
+    ("flags", "problem"),
+    [
+        (["--dcgm-url", "gpu-node-1:9400"], "not an http(s) URL: 'gpu-node-1:9400'"),
+        (["--dcgm-url", "http://n/metrics", "--dcgm-timeout-s", "40"], "must not exceed"),
+        ([], "--backend dcgm needs --dcgm-url"),
+    ],
+)
+def test_dcgm_settings_are_checked(flags: list[str], problem: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        settings("--backend", "dcgm", *flags)

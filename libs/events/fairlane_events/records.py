@@ -75,7 +75,9 @@ class GpuSample(Record):
     uuid: GpuUuid
     index: GpuIndex
     model: Annotated[str, Field(min_length=1, max_length=128)]
-    healthy: Bool = Field(True, description="False when NVML reports the GPU lost or failing")
+    healthy: Bool = Field(
+        True, description="False when NVML or DCGM reports the GPU lost or failing"
+    )
     gpu_util_pct: Percent | None = None
     mem_util_pct: Percent | None = Field(None, description="memory controller busy %")
     mem_used_bytes: Bytes | None = None
@@ -112,7 +114,7 @@ class NodeSample(Record):
     schema_: Literal["node-sample/1"] = Field("node-sample/1", alias="schema")
     node: NodeName
     ts_ms: EpochMs
-    source: Literal["nvml", "sim"]
+    source: Literal["nvml", "sim", "dcgm"]
     driver_version: Annotated[str, Field(max_length=64)] | None = None
     gpus: Annotated[list[GpuSample], Field(min_length=1, max_length=64)]
 

@@ -30,7 +30,11 @@ def load_settings(cls: type[S], argv: Sequence[str] | None, prog: str) -> S:
             _cli_implicit_flags=True,
         )
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
+        problems = "; ".join(_problem(e["loc"], e["msg"]) for e in exc.errors())
         exit_with_error(prog, f"invalid settings: {problems}")
+
+
+def _problem(loc: tuple[int | str, ...], msg: str) -> str:
+    """``field: message``; a check across fields (a model validator) has no field."""
+    msg = msg.removeprefix("Value error, ")
+    return f"{'.'.join(str(p) for p in loc)}: {msg}" if loc else msg

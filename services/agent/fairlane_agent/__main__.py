@@ -1,4 +1,5 @@
-"""``fairlane-agent``: sample GPUs (NVML or a simulated fleet) and publish them to Kafka.
+"""``fairlane-agent``: sample GPUs (NVML, dcgm-exporter or a simulated fleet) and publish
+them to Kafka.
 
 The composition root: settings, source, metrics, HTTP server, delivery and the
 collection loop are built here and nowhere else.
@@ -58,11 +59,8 @@ async def run(
 ) -> None:
     """The agent, until ``stop`` is set; then the backlog is flushed within the deadline."""
     metrics = AgentMetrics.create()
-    on_nvml_error = metrics.nvml_errors.labels
     async with contextlib.AsyncExitStack() as stack:
-        source = stack.enter_context(
-            open_source(settings, load_nvml, lambda kind: on_nvml_error(kind).inc())
-        )
+        source = stack.enter_context(open_source(settings, load_nvml, metrics))
         await ensure_topics(settings.kafka_bootstrap_servers)
         publisher = SamplePublisher(
             settings.kafka_bootstrap_servers, request_timeout_s=settings.kafka_request_timeout_s

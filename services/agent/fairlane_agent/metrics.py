@@ -20,6 +20,9 @@ class AgentMetrics:
     publish_s: Histogram
     last_round_ts: Gauge
     placements_skipped: Counter
+    dcgm_scrape_failures: Counter
+    dcgm_up: Gauge
+    dcgm_values_dropped: Counter
 
     @classmethod
     def create(cls) -> AgentMetrics:
@@ -55,6 +58,24 @@ class AgentMetrics:
             placements_skipped=Counter(
                 "fairlane_agent_placements_skipped",
                 "placement records the simulator could not decode",
+                registry=r,
+            ),
+            dcgm_scrape_failures=Counter(
+                "fairlane_agent_dcgm_scrape_failures",
+                "dcgm-exporter scrapes that failed (refused, timed out, HTTP error, not text)",
+                ["url"],
+                registry=r,
+            ),
+            dcgm_up=Gauge(
+                "fairlane_agent_dcgm_exporter_up",
+                "1 if the last scrape of this dcgm-exporter succeeded",
+                ["url"],
+                registry=r,
+            ),
+            dcgm_values_dropped=Counter(
+                "fairlane_agent_dcgm_values_dropped",
+                "dcgm-exporter values outside the record's range, published as null",
+                ["field"],
                 registry=r,
             ),
         )

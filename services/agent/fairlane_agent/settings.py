@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import NoDecode
 
 from fairlane_agent.core.backlog import BacklogLimits
 from fairlane_runtime.settings import ServiceSettings
@@ -17,8 +20,10 @@ __all__ = ["AgentSettings"]
 
 
 class AgentSettings(ServiceSettings):
-    backend: Literal["auto", "nvml", "sim"] = Field(
-        "auto", description="nvml: real GPUs; sim: simulated fleet; auto: nvml, else sim"
+    backend: Literal["auto", "nvml", "sim", "dcgm"] = Field(
+        "auto",
+        description="nvml: real GPUs; sim: simulated fleet; auto: nvml, else sim; "
+        "dcgm: bridge from dcgm-exporter endpoints (--dcgm-url)",
     )
     node_name: str = Field(
         default_factory=socket.gethostname, description="node name in nvml records"
@@ -39,6 +44,13 @@ class AgentSettings(ServiceSettings):
     sim_follows_placements: bool = Field(
         True, description="simulated GPUs carry the jobs placed on them (placements topic)"
     )
+    # DCGM-exporter bridge
+    dcgm_url: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="dcgm-exporter /metrics URLs (backend dcgm); repeat the flag or separate "
+        "by commas: one bridge covers many nodes",
+    )
+    dcgm_timeout_s: float = Field(5.0, gt=0, description="per scrape of one dcgm-exporter")
     # Delivery
     buffer_max_samples: int = Field(100_000, ge=1, description="node samples kept for Kafka")
     buffer_max_age_s: float = Field(3600.0, gt=0, description="older samples are dropped")
@@ -47,6 +59,33 @@ class AgentSettings(ServiceSettings):
     # HTTP: /metrics and /healthz
     metrics_port: int = Field(9400, ge=0, le=65535, description="0 disables the HTTP server")
     metrics_bind: str = "127.0.0.1"
+
+    @field_validator("dcgm_url", mode="before")
+    @classmethod
+    def _split_urls(cls, value: Any) -> Any:
+        """A JSON list, or URLs separated by commas (``FAIRLANE_DCGM_URL=http://a,http://b``)."""
+        if isinstance(value, str):
+            text = value.strip()
+            parts = json.loads(text) if text.startswith("[") else text.split(",")
+            return [p.strip() for p in parts if p.strip()]
+        return value
+
+    @field_validator("dcgm_url")
+    @classmethod
+    def _http_urls(cls, urls: list[str]) -> list[str]:
+        for url in urls:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"not an http(s) URL: {url!r}")
+        return urls
+
+    @model_validator(mode="after")
+    def _dcgm_needs_urls(self) -> AgentSettings:
+        if self.backend == "dcgm" and not self.dcgm_url:
+            raise ValueError("--backend dcgm needs --dcgm-url (a dcgm-exporter /metrics URL)")
+        if self.dcgm_url and self.dcgm_timeout_s > self.interval_s:
+            raise ValueError("--dcgm-timeout-s must not exceed --interval-s")
+        return self
 
     def load_scenario(self) -> Scenario:
         """The scenario asked for (none: a calm fleet); ScenarioError says what is wrong."""

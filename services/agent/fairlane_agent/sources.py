@@ -1,8 +1,10 @@
-"""Where samples come from: NVML on a GPU node, else the simulated fleet.
+"""Where samples come from: NVML on a GPU node, dcgm-exporter endpoints, or the simulated
+fleet.
 
 ``--backend nvml`` insists on NVML (a node without it is a deployment error: one clear
 message, exit code 2); ``auto`` falls back to the simulator with a warning; ``sim``
-never touches NVML.
+never touches NVML; ``dcgm`` bridges the dcgm-exporters at ``--dcgm-url`` (any number of
+nodes from one agent) and never touches NVML either.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
+from fairlane_agent.dcgm import DcgmSource
 from fairlane_agent.errors import NvmlUnavailableError
+from fairlane_agent.metrics import AgentMetrics
 from fairlane_agent.nvml import NvmlCollector, NvmlLib
 from fairlane_agent.settings import AgentSettings
 from fairlane_events.records import NodeSample
@@ -31,12 +35,24 @@ class SampleSource(Protocol):
 
 @contextlib.contextmanager
 def open_source(
-    settings: AgentSettings, load_nvml: Callable[[], NvmlLib], on_nvml_error: Callable[[str], None]
+    settings: AgentSettings, load_nvml: Callable[[], NvmlLib], metrics: AgentMetrics
 ) -> Iterator[SampleSource]:
-    """The configured source; NVML is shut down on exit. Raises NvmlUnavailableError."""
-    if settings.backend != "sim":
+    """The configured source; NVML and HTTP clients are closed on exit.
+    Raises NvmlUnavailableError."""
+    if settings.backend == "dcgm":
+        bridge = DcgmSource(settings.dcgm_url, metrics, timeout_s=settings.dcgm_timeout_s)
+        log.info("DCGM bridge: %d dcgm-exporter endpoints", len(bridge.urls))
         try:
-            collector = NvmlCollector(load_nvml(), settings.node_name, on_nvml_error)
+            yield bridge
+        finally:
+            bridge.close()
+        return
+    if settings.backend != "sim":
+        on_error = metrics.nvml_errors.labels
+        try:
+            collector = NvmlCollector(
+                load_nvml(), settings.node_name, lambda kind: on_error(kind).inc()
+            )
         except NvmlUnavailableError as exc:
             if settings.backend == "nvml":
                 raise
