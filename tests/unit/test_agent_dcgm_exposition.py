@@ -8,11 +8,11 @@ import pytest
 from fairlane_agent.core.dcgm_exposition import (
     FIELD_SOURCES,
     MIB,
-    DcgmFormatError,
     DcgmGpu,
     is_dcgm_blank,
     read_exposition,
 )
+from fairlane_agent.errors import DcgmFormatError
 from tests.fakes.dcgm_exporter import (
     DEFAULT_COUNTERS,
     FAIRLANE_COUNTERS_CSV,

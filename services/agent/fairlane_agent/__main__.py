@@ -126,6 +126,9 @@ def main(
     # aiokafka logs every reconnection attempt (10 a second during an outage); the
     # delivery loop reports an outage itself, once when it starts and once when it ends.
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    # httpx logs every request at INFO: one line per exporter per round for the DCGM
+    # bridge, which reports failures itself.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         asyncio.run(_run_until_signalled(settings, load_nvml))
     except FairlaneError as exc:

@@ -19,20 +19,17 @@ from urllib.parse import urlsplit
 import httpx
 
 from fairlane_agent.core.dcgm_bridge import DcgmBridge
-from fairlane_agent.core.dcgm_exposition import DcgmFormatError, DcgmGpu, read_exposition
+from fairlane_agent.core.dcgm_exposition import DcgmGpu, read_exposition
+from fairlane_agent.errors import DcgmScrapeError
 from fairlane_agent.metrics import AgentMetrics
 from fairlane_events.records import NodeSample
 
-__all__ = ["DcgmScrapeError", "DcgmSource"]
+__all__ = ["DcgmSource"]
 
 log = logging.getLogger("fairlane.agent.dcgm")
 
 #: Parallel scrapes at most; a bridge for 1,000 nodes scrapes them in ~60 waves.
 _MAX_WORKERS = 16
-
-
-class DcgmScrapeError(RuntimeError):
-    """One exporter could not be read this round; retryable (the next round tries again)."""
 
 
 class DcgmSource:
@@ -47,7 +44,7 @@ class DcgmSource:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         if not urls:
-            raise ValueError("the dcgm backend needs at least one --dcgm-url")
+            raise ValueError("the dcgm backend needs at least one URL")
         self._urls = list(dict.fromkeys(urls))
         self._metrics = metrics
         self._bridge = DcgmBridge()
@@ -88,8 +85,8 @@ class DcgmSource:
             return DcgmScrapeError(f"HTTP {exc.response.status_code}")
         except httpx.HTTPError as exc:
             return DcgmScrapeError(f"{type(exc).__name__}: {exc}".rstrip(": "))
-        except DcgmFormatError as exc:
-            return DcgmScrapeError(str(exc))
+        except DcgmScrapeError as exc:  # DcgmFormatError: the answer is not an exposition
+            return exc
 
     def _records(self, url: str, gpus: list[DcgmGpu], ts_ms: int) -> list[NodeSample]:
         done = self._bridge.node_samples(url, gpus, ts_ms)

@@ -27,10 +27,11 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from fairlane_agent.errors import DcgmFormatError
+
 __all__ = [
     "FIELD_SOURCES",
     "LOST_XIDS",
-    "DcgmFormatError",
     "DcgmGpu",
     "is_dcgm_blank",
     "read_exposition",
@@ -82,10 +83,6 @@ _UUID_LABELS = ("UUID", "uuid")
 _HOST_LABELS = ("Hostname", "hostname")
 _POD_LABELS = ("pod", "pod_name")
 _DRIVER_LABEL = "DCGM_FI_DRIVER_VERSION"
-
-
-class DcgmFormatError(ValueError):
-    """The text is not a Prometheus exposition; not retryable until the exporter changes."""
 
 
 @dataclass(frozen=True)
