@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
 # Run a real single-node Apache Kafka (KRaft, combined broker+controller) for
-# dev and tests, without Docker: the broker jars come from Maven Central (cached
-# in .local/cache/kafka-$KAFKA_VERSION/libs) or from an unpacked release in
-# $KAFKA_HOME. Idempotent: `up` on a running broker and `down` on a stopped one
-# are no-ops.
+# dev and tests, without Docker. The broker's jars come from, in this order:
+#   1. $KAFKA_HOME, an unpacked Apache binary release (bin/, libs/), whatever its version;
+#   2. the cache (.local/cache/kafka-$KAFKA_VERSION/libs) of an earlier download;
+#   3. Maven Central, with Maven (mvn);
+#   4. Apache's binary release (kafka_2.13-$KAFKA_VERSION.tgz, with curl or wget),
+#      checked against the SHA-512 Apache publishes beside it.
+# With none of these (no Maven, no network), one line says what to install.
+# Idempotent: `up` on a running broker and `down` on a stopped one are no-ops.
 #
-#   scripts/kafka.sh up | down [--purge] | status | logs [-f]
+#   scripts/kafka.sh up | down [--purge] | status | logs [-f] | libs
+#
+# `libs` prints the directory of the broker's jars (getting them as `up` would).
 #
 # Env: KAFKA_VERSION (3.9.1; 4.x works too), KAFKA_PORT (19092),
 #      KAFKA_CONTROLLER_PORT (KAFKA_PORT+1), KAFKA_START_TIMEOUT (90 s),
-#      KAFKA_HOME (use its libs/ instead of Maven), KAFKA_HEAP_OPTS
-#      (-Xms256m -Xmx512m), KAFKA_OPTS (extra JVM flags), KAFKA_PURGE=1 (same as down --purge),
+#      KAFKA_HOME (an unpacked release; its version wins over KAFKA_VERSION),
+#      KAFKA_MIRROR (where releases are: Apache's download site, then its archive),
+#      KAFKA_HEAP_OPTS (-Xms256m -Xmx512m), KAFKA_OPTS (extra JVM flags),
+#      KAFKA_PURGE=1 (same as down --purge),
 #      FAIRLANE_STATE_DIR (<repo>/.local), FAIRLANE_CACHE_DIR (<repo>/.local/cache),
 #      FAIRLANE_PYTHON (<repo>/.venv/bin/python, needs aiokafka; readiness probe).
 set -euo pipefail
@@ -45,20 +53,35 @@ running_pid() {
   echo "$pid"
 }
 
-# Sets LIBS to a directory holding the broker classpath; downloads it once.
+KAFKA_MIRROR=${KAFKA_MIRROR:-https://downloads.apache.org/kafka https://archive.apache.org/dist/kafka}
+
+# Sets LIBS to a directory holding the broker classpath (and KAFKA_VERSION to what is
+# in it); downloads it once. Messages go to stderr: `libs` prints LIBS on stdout.
 resolve_libs() {
-  if [[ -n ${KAFKA_HOME:-} && -d ${KAFKA_HOME}/libs ]]; then
-    LIBS=$KAFKA_HOME/libs
+  if [[ -n ${KAFKA_HOME:-} ]]; then
     local jar
-    jar=$(find "$LIBS/" -maxdepth 1 -name 'kafka_2.13-*.jar' ! -name '*-test*' | head -n1)
-    [[ -z $jar ]] || KAFKA_VERSION=$(basename "$jar" .jar | sed 's/^kafka_2\.13-//')
+    jar=$(find "$KAFKA_HOME/libs/" -maxdepth 1 -name 'kafka_2.1[23]-*.jar' ! -name '*-test*' \
+      ! -name '*-sources*' ! -name '*-javadoc*' 2>/dev/null | head -n1 || true)
+    [[ -n $jar ]] ||
+      die "KAFKA_HOME=$KAFKA_HOME is not an unpacked Kafka release (no libs/kafka_2.13-<version>.jar)"
+    LIBS=$KAFKA_HOME/libs
+    KAFKA_VERSION=$(basename "$jar" .jar | sed 's/^kafka_2\.1[23]-//')
+    say "Kafka $KAFKA_VERSION from KAFKA_HOME=$KAFKA_HOME" >&2
     return 0
   fi
   local dir=$CACHE_DIR/kafka-$KAFKA_VERSION
   LIBS=$dir/libs
   [[ -d $LIBS ]] && return 0
-  command -v mvn >/dev/null || die "Maven not found: install maven or set KAFKA_HOME=<unpacked kafka_2.13-$KAFKA_VERSION>"
   mkdir -p "$dir"
+  if command -v mvn >/dev/null; then
+    fetch_with_maven "$dir"
+  else
+    fetch_release "$dir"
+  fi
+}
+
+fetch_with_maven() { # $1 = the version's cache dir
+  local dir=$1
   local logging
   if [[ ${KAFKA_VERSION%%.*} -ge 4 ]]; then
     logging="<dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>2.24.3</version></dependency>
@@ -78,7 +101,7 @@ resolve_libs() {
   </dependencies>
 </project>
 EOF
-  say "downloading Kafka $KAFKA_VERSION jars with Maven into $LIBS ..."
+  say "downloading Kafka $KAFKA_VERSION jars with Maven into $LIBS ..." >&2
   local tmp
   tmp=$(mktemp -d "$dir/libs.tmp.XXXXXX")
   if ! mvn -q -B -f "$dir/pom.xml" \
@@ -89,6 +112,45 @@ EOF
   fi
   # Atomic publish: a half-finished download is never mistaken for a cache hit.
   mv -T "$tmp" "$LIBS" 2>/dev/null || rm -rf "$tmp"
+}
+
+# Apache's binary release into the cache: the first mirror whose checksum file answers,
+# the tarball checked against it, its libs/ published atomically as the cache's.
+fetch_release() { # $1 = the version's cache dir
+  local dir=$1 name=kafka_2.13-$KAFKA_VERSION get mirror url= tmp
+  local install="install Maven (Debian: apt-get install maven) or set KAFKA_HOME to an unpacked $name.tgz"
+  if command -v curl >/dev/null; then get=(curl -fsSL --connect-timeout 10 -o)
+  elif command -v wget >/dev/null; then get=(wget -q --timeout=10 -O)
+  else die "cannot get Kafka $KAFKA_VERSION: no Maven, no KAFKA_HOME, no curl or wget; $install"
+  fi
+  tmp=$(mktemp -d "$dir/release.tmp.XXXXXX")
+  for mirror in $KAFKA_MIRROR; do
+    if "${get[@]}" "$tmp/$name.tgz.sha512" "$mirror/$KAFKA_VERSION/$name.tgz.sha512" 2>/dev/null; then
+      url=$mirror/$KAFKA_VERSION/$name.tgz; break
+    fi
+  done
+  if [[ -z $url ]]; then
+    rm -rf "$tmp"
+    die "cannot get Kafka $KAFKA_VERSION: no Maven, no KAFKA_HOME, and no Apache mirror answered ($KAFKA_MIRROR); $install"
+  fi
+  say "no Maven: downloading Apache's binary release $url ..." >&2
+  if ! "${get[@]}" "$tmp/$name.tgz" "$url"; then rm -rf "$tmp"; die "download of $url failed"; fi
+  # Apache's .sha512 is `gpg --print-md` style (NAME: HEX in groups, over lines) or
+  # sha512sum style (HEX  NAME): drop the name, keep the hex digits.
+  local want got
+  want=$(sed "s/$name\.tgz//g" "$tmp/$name.tgz.sha512" | tr -cd '0-9a-fA-F' | tr 'A-F' 'a-f')
+  if command -v sha512sum >/dev/null; then got=$(sha512sum "$tmp/$name.tgz")
+  else got=$(shasum -a 512 "$tmp/$name.tgz")
+  fi
+  got=${got%% *}
+  if [[ ${#want} != 128 || $want != "$got" ]]; then
+    rm -rf "$tmp"; die "$url does not match its published SHA-512; not used"
+  fi
+  tar -xzf "$tmp/$name.tgz" -C "$tmp"
+  [[ -d $tmp/$name/libs ]] || { rm -rf "$tmp"; die "$url holds no $name/libs"; }
+  # Atomic publish: a half-finished download is never mistaken for a cache hit.
+  mv -T "$tmp/$name/libs" "$LIBS" 2>/dev/null || true
+  rm -rf "$tmp"
 }
 
 write_config() {
@@ -231,5 +293,6 @@ case ${1:-} in
   down) cmd_down "${2:-}" ;;
   status) cmd_status ;;
   logs) shift; [[ -f $LOG ]] || die "no log at $LOG"; exec tail -n 100 "$@" "$LOG" ;;
-  *) echo "usage: $0 {up|down [--purge]|status|logs [-f]}" >&2; exit 2 ;;
+  libs) resolve_libs; echo "$LIBS" ;;
+  *) echo "usage: $0 {up|down [--purge]|status|logs [-f]|libs}" >&2; exit 2 ;;
 esac
