@@ -6,35 +6,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from fairlane_agent.__main__ import run
 from fairlane_agent.settings import AgentSettings
-from fairlane_events.codec import decode
-from fairlane_events.records import NodeSample
-from fairlane_events.topics import NODE_SAMPLES, STREAM_PARTITIONS
 from tests.fakes.nvml import FakeNvml, h100, t4
+from tests.node_samples import node_samples_of
 
 pytestmark = pytest.mark.integration
-
-
-async def records_of(bootstrap: str, node: str, count: int) -> list[NodeSample]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
-    await consumer.start()
-    try:
-        partitions = [TopicPartition(NODE_SAMPLES, p) for p in range(STREAM_PARTITIONS)]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
-        found: list[NodeSample] = []
-        async with asyncio.timeout(30):
-            while len(found) < count:
-                for records in (await consumer.getmany(timeout_ms=500)).values():
-                    found += [
-                        decode(NodeSample, r.value) for r in records if r.key == node.encode()
-                    ]
-        return found
-    finally:
-        await consumer.stop()
 
 
 async def test_nvml_backend_publishes_what_the_gpus_report(
@@ -52,9 +30,9 @@ async def test_nvml_backend_publishes_what_the_gpus_report(
     )
     stop = asyncio.Event()
     agent = asyncio.create_task(run(settings, lambda: nvml, stop))
-    first = await records_of(kafka_bootstrap, node, 1)
+    first = await node_samples_of(kafka_bootstrap, [node], 1)
     lost.lost = True
-    later = await records_of(kafka_bootstrap, node, 6)
+    later = await node_samples_of(kafka_bootstrap, [node], 6)
     stop.set()
     await asyncio.wait_for(agent, 20)
     assert nvml.calls["nvmlShutdown"] == 1

@@ -23,6 +23,14 @@ VERSION = "3.9.1"
 RELEASE = f"kafka_2.13-{VERSION}"
 
 
+def publish_release(site: Path, *, tampered: bool = False) -> None:
+    """``site`` laid out as Apache's kafka/ directory, with this version's release."""
+    (site / VERSION).mkdir(parents=True)
+    tarball = release_tarball(VERSION, fake_jars(VERSION))
+    (site / VERSION / f"{RELEASE}.tgz").write_bytes(tarball + (b"tampered" if tampered else b""))
+    (site / VERSION / f"{RELEASE}.tgz.sha512").write_text(apache_sha512(f"{RELEASE}.tgz", tarball))
+
+
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     """An empty cache and state, nothing listening on the mirror, and no Maven."""
@@ -75,11 +83,7 @@ def test_without_maven_kafka_home_or_network_one_line_says_what_to_install(
 def test_without_maven_apaches_release_is_fetched_checked_and_cached(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    site = tmp_path / "site" / VERSION
-    site.mkdir(parents=True)
-    tarball = release_tarball(VERSION, fake_jars(VERSION))
-    (site / f"{RELEASE}.tgz").write_bytes(tarball)
-    (site / f"{RELEASE}.tgz.sha512").write_text(apache_sha512(f"{RELEASE}.tgz", tarball))
+    publish_release(tmp_path / "site")
     dead = env["KAFKA_MIRROR"]
     with mirror(tmp_path / "site") as live:
         # The first mirror is down (as Apache's download site is for old versions); the next has it.
@@ -97,11 +101,7 @@ def test_without_maven_apaches_release_is_fetched_checked_and_cached(
 def test_a_release_that_does_not_match_its_sha512_is_not_used(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    site = tmp_path / "site" / VERSION
-    site.mkdir(parents=True)
-    tarball = release_tarball(VERSION, fake_jars(VERSION))
-    (site / f"{RELEASE}.tgz").write_bytes(tarball + b"tampered")
-    (site / f"{RELEASE}.tgz.sha512").write_text(apache_sha512(f"{RELEASE}.tgz", tarball))
+    publish_release(tmp_path / "site", tampered=True)
     with mirror(tmp_path / "site") as live:
         done = kafka_sh("libs", env={**env, "KAFKA_MIRROR": live})
     assert done.returncode == 1
