@@ -535,8 +535,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--noise-seeds", type=int, default=5, help="offline runs to average")
     parser.add_argument("--kafka", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
-    parser.add_argument("--kafka-port", type=int, default=39092, help="when started here")
-    parser.add_argument("--pg-port", type=int, default=55436, help="when started here")
+    parser.add_argument("--kafka-port", type=int, default=29792, help="when started here")
+    parser.add_argument("--pg-port", type=int, default=25436, help="when started here")
     parser.add_argument("--workdir", type=Path, default=_ROOT / ".local" / "eval-live")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     return parser
