@@ -13,6 +13,7 @@ from fairlane_runtime.errors import FairlaneError
 from fairlane_runtime.kafka import ensure_topics
 from fairlane_runtime.logging import configure_logging
 from fairlane_scheduler.adapters.store import connect_pool
+from fairlane_scheduler.api.tokens import TokenFileError
 from fairlane_scheduler.app import create_app
 from fairlane_scheduler.errors import SchedulerError
 from fairlane_scheduler.settings import SchedulerSettings
@@ -39,8 +40,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         asyncio.run(_preflight(settings))
     except (FairlaneError, SchedulerError) as exc:
         exit_with_error(PROG, exc)
+    try:
+        app = create_app(settings)
+    except TokenFileError as exc:
+        exit_with_error(PROG, exc)
     config = uvicorn.Config(
-        create_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         log_config=None,  # keep our logging setup

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr, model_validator
@@ -47,9 +48,28 @@ class SchedulerSettings(ServiceSettings):
     )
 
     auth_disabled: bool = Field(False, description="serve without tokens (logged loudly)")
-    admin_token: SecretStr | None = Field(None, description="bearer token for every namespace")
+    admin_token: SecretStr | None = Field(
+        None, description="bearer token (or sha256:<hex>) for every namespace"
+    )
     namespace_tokens: dict[str, SecretStr] = Field(
-        default_factory=dict, description='{"namespace": "token"}: bearer tokens per namespace'
+        default_factory=dict,
+        description='{"namespace": "token"}: bearer tokens (or sha256:<hex>) per namespace',
+    )
+    tokens_dir: Path | None = Field(
+        None,
+        description="a mounted Secret: one file per namespace (_admin: the admin), "
+        "tokens or sha256:<hex>, one a line; re-read when it changes",
+    )
+    tokens_file: Path | None = Field(
+        None,
+        description='JSON {"namespace": "token" | ["token", ...]} (_admin: the admin); '
+        "re-read when it changes",
+    )
+    tokens_reload_interval_s: float = Field(
+        1.0, ge=0, description="how often a request may check the token files for a change"
+    )
+    kube_token_review: bool = Field(
+        False, description="accept service-account tokens via TokenReview (not available yet)"
     )
 
     @model_validator(mode="after")
@@ -60,9 +80,21 @@ class SchedulerSettings(ServiceSettings):
 
     @model_validator(mode="after")
     def _auth_configured(self) -> SchedulerSettings:
-        if not self.auth_disabled and self.admin_token is None and not self.namespace_tokens:
+        if self.kube_token_review:
             raise ValueError(
-                "no tokens: set FAIRLANE_ADMIN_TOKEN and/or FAIRLANE_NAMESPACE_TOKENS, "
+                "kube_token_review: Kubernetes TokenReview is not configured in this build "
+                "(it needs the Kubernetes control plane); use token files meanwhile"
+            )
+        has_tokens = (
+            self.admin_token is not None
+            or self.namespace_tokens
+            or self.tokens_dir is not None
+            or self.tokens_file is not None
+        )
+        if not self.auth_disabled and not has_tokens:
+            raise ValueError(
+                "no tokens: set FAIRLANE_ADMIN_TOKEN, FAIRLANE_NAMESPACE_TOKENS, "
+                "FAIRLANE_TOKENS_DIR and/or FAIRLANE_TOKENS_FILE, "
                 "or FAIRLANE_AUTH_DISABLED=true to serve without authentication"
             )
         return self

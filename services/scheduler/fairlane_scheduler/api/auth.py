@@ -2,7 +2,12 @@
 
 A namespace's caller sees and changes only its own placements (another's look absent);
 the admin sees all and sets quotas. With ``auth_disabled`` every caller is the admin,
-which the scheduler logs loudly at start.
+which the scheduler logs loudly at start. Where tokens come from (settings, files that
+are re-read when they change, hashes) is :mod:`fairlane_scheduler.api.tokens`.
+
+A Kubernetes service-account token (a JWT) would be checked through the API server's
+TokenReview; that needs the control plane this repo does not have yet, so such a token
+is refused with a 401 that says TokenReview is not configured.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from fairlane_scheduler.api.tokens import TokenSources, digest_of
 from fairlane_scheduler.errors import ForbiddenError, UnauthorizedError
 from fairlane_scheduler.settings import SchedulerSettings
 
@@ -45,12 +51,13 @@ class Caller:
 class TokenTable:
     def __init__(self, settings: SchedulerSettings) -> None:
         self.disabled = settings.auth_disabled
-        admin = settings.admin_token
-        self._tokens: list[tuple[bytes, str | None]] = [
-            (t.get_secret_value().encode(), ns) for ns, t in settings.namespace_tokens.items()
-        ]
-        if admin is not None:
-            self._tokens.append((admin.get_secret_value().encode(), None))
+        self._sources = TokenSources(
+            admin_token=settings.admin_token,
+            namespace_tokens=settings.namespace_tokens,
+            tokens_dir=settings.tokens_dir,
+            tokens_file=settings.tokens_file,
+            reload_interval_s=settings.tokens_reload_interval_s,
+        )
 
     def caller(self, authorization: str | None) -> Caller:
         if self.disabled:
@@ -58,13 +65,24 @@ class TokenTable:
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token:
             raise UnauthorizedError("send Authorization: Bearer <token>")
+        presented = digest_of(token)
         found: Caller | None = None
-        for known, namespace in self._tokens:  # compare with every token: constant time
-            if hmac.compare_digest(known, token.encode()):
+        for known, namespace in self._sources.table():  # compare with every one: constant time
+            if hmac.compare_digest(known, presented) and found is None:
                 found = Caller(namespace)
         if found is None:
+            if _is_jwt(token):
+                raise UnauthorizedError(
+                    "unknown token; Kubernetes service-account tokens need TokenReview, "
+                    "which is not configured on this scheduler"
+                )
             raise UnauthorizedError("unknown token")
         return found
+
+
+def _is_jwt(token: str) -> bool:
+    """Shaped like a service-account token: three base64url parts, a JSON header."""
+    return token.startswith("eyJ") and token.count(".") == 2
 
 
 def _caller(request: Request) -> Caller:
