@@ -20,6 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TEST_KAFKA_PORT = os.environ.get("FAIRLANE_TEST_KAFKA_PORT", "29092")
 TEST_PG_PORT = os.environ.get("FAIRLANE_TEST_PG_PORT", "25433")
+#: The Postgres with ssl=on (tests/integration/test_postgres_tls.py): its own cluster.
+TEST_PG_TLS_PORT = os.environ.get("FAIRLANE_TEST_PG_TLS_PORT", "25434")
 
 
 def docker_engine_answers() -> bool:

@@ -16,6 +16,7 @@ from fairlane_events.errors import FairlaneError
 from fairlane_scheduler.api.errors import HTTP_STATUS, error_responses
 from fairlane_scheduler.errors import (
     AllocationConflictError,
+    DatabaseTlsError,
     MigrationError,
     PodError,
     QuotaBusyError,
@@ -65,7 +66,7 @@ def test_errors_that_stood_outside_any_tree_joined_one() -> None:
 
 def test_every_scheduler_error_has_an_http_answer_or_says_why_not() -> None:
     not_http = {SchedulerError, QuotaExceededError, AllocationConflictError, PodError}
-    not_http.add(MigrationError)
+    not_http |= {MigrationError, DatabaseTlsError}
     for error in _own_errors(fairlane_scheduler.errors):
         assert error in HTTP_STATUS or error in not_http, error
     # 429 and 503 answers say when to come back, and those errors say they are retryable.

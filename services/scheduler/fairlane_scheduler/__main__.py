@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Sequence
 
 import uvicorn
@@ -14,7 +15,7 @@ from fairlane_runtime.kafka import ensure_topics
 from fairlane_runtime.logging import configure_logging
 from fairlane_scheduler.adapters.store import connect_pool
 from fairlane_scheduler.api.tokens import TokenFileError
-from fairlane_scheduler.app import create_app
+from fairlane_scheduler.app import create_app, database_ssl
 from fairlane_scheduler.errors import SchedulerError
 from fairlane_scheduler.settings import SchedulerSettings
 
@@ -22,10 +23,12 @@ PROG = "fairlane-scheduler"
 
 
 async def _preflight(settings: SchedulerSettings) -> None:
-    """Fail fast, with one clear line, when Kafka or Postgres is not there."""
-    await ensure_topics(settings.kafka_bootstrap_servers)
-    pool = await connect_pool(settings.database_url.get_secret_value(), max_size=1)
+    """Fail fast, with one clear line, when Postgres or Kafka is not there or not trusted."""
+    pool = await connect_pool(
+        settings.database_url.get_secret_value(), max_size=1, ssl=database_ssl(settings)
+    )
     await pool.close()
+    await ensure_topics(settings.kafka_bootstrap_servers)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -38,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.getLogger("asyncpg.pool").setLevel(logging.ERROR)
     try:
         asyncio.run(_preflight(settings))
-    except (FairlaneError, SchedulerError) as exc:
+    except (FairlaneError, SchedulerError, ssl.SSLError) as exc:  # SSLError: a bad key file
         exit_with_error(PROG, exc)
     try:
         app = create_app(settings)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -16,6 +17,7 @@ from fairlane_runtime.outage import OutageLog
 from fairlane_scheduler.adapters.live_gpus import LiveGpusCache
 from fairlane_scheduler.adapters.migrations import apply_migrations, load_migrations
 from fairlane_scheduler.adapters.outbox import OutboxRelay
+from fairlane_scheduler.adapters.pg_tls import client_ssl
 from fairlane_scheduler.adapters.scores import ScoresFollower
 from fairlane_scheduler.adapters.store import PlacementStore, connect_pool
 from fairlane_scheduler.api import extender
@@ -29,7 +31,7 @@ from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.service import PlacementService, PortRange
 from fairlane_scheduler.settings import SchedulerSettings
 
-__all__ = ["create_app", "housekeeping"]
+__all__ = ["create_app", "database_ssl", "housekeeping"]
 
 log = logging.getLogger("fairlane.scheduler")
 
@@ -51,6 +53,16 @@ async def housekeeping(service: PlacementService, interval_s: float, outage: Out
         await asyncio.sleep(interval_s)
 
 
+def database_ssl(settings: SchedulerSettings) -> ssl.SSLContext | str | None:
+    """The ``ssl`` argument for every pool the scheduler opens, from its settings."""
+    return client_ssl(
+        settings.database_sslmode,
+        rootcert=settings.database_sslrootcert,
+        cert=settings.database_sslcert,
+        key=settings.database_sslkey,
+    )
+
+
 def create_app(settings: SchedulerSettings) -> FastAPI:
     metrics = SchedulerMetrics.create()
 
@@ -58,7 +70,9 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await ensure_topics(settings.kafka_bootstrap_servers)
         pool = await connect_pool(
-            settings.database_url.get_secret_value(), max_size=settings.db_pool_max
+            settings.database_url.get_secret_value(),
+            max_size=settings.db_pool_max,
+            ssl=database_ssl(settings),
         )
         try:
             async with pool.acquire() as conn:

@@ -16,6 +16,8 @@ whether the same request can succeed later (429 and 503 answers carry Retry-Afte
           |    +-- QuotaNeverFitsError  larger than the quota itself  403   no
           +-- NotReadyError          no score data yet                503   yes
           +-- DatabaseUnavailableError  Postgres does not answer      503   yes
+          +-- DatabaseTlsError       Postgres's certificate refused   start-up; no
+                                     (untrusted CA, wrong host name)
           +-- AllocationConflictError   another replica took a GPU or
           |                             port first; retried inside    --    yes
           +-- PodError               an extender pod we cannot read;  200, in the
@@ -34,6 +36,7 @@ from fairlane_events.errors import FairlaneError
 
 __all__ = [
     "AllocationConflictError",
+    "DatabaseTlsError",
     "DatabaseUnavailableError",
     "ForbiddenError",
     "JobConflictError",
@@ -111,6 +114,11 @@ class NotReadyError(SchedulerError):
 
 class DatabaseUnavailableError(SchedulerError):
     retryable = True
+
+
+class DatabaseTlsError(SchedulerError):
+    """The server's TLS certificate failed verification: a configuration or an attack,
+    never something that waiting fixes."""
 
 
 class AllocationConflictError(SchedulerError):

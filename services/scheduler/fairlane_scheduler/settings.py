@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, model_validator
+from pydantic import AliasChoices, DirectoryPath, Field, FilePath, SecretStr, model_validator
 
 from fairlane_runtime.settings import ServiceSettings
+from fairlane_scheduler.adapters.pg_tls import SslMode
 
 __all__ = ["SchedulerSettings"]
 
@@ -17,6 +17,14 @@ class SchedulerSettings(ServiceSettings):
         SecretStr("postgresql://postgres@127.0.0.1:25432/fairlane"),
         validation_alias=AliasChoices("FAIRLANE_DATABASE_URL", "DATABASE_URL", "database_url"),
     )
+    database_sslmode: SslMode | None = Field(
+        None,
+        description="libpq sslmode; verify-full checks the CA and the host name "
+        "(default: the DSN's ?sslmode=, else asyncpg's prefer)",
+    )
+    database_sslrootcert: FilePath | None = Field(None, description="CA file for verify-ca/-full")
+    database_sslcert: FilePath | None = Field(None, description="client certificate (mutual TLS)")
+    database_sslkey: FilePath | None = Field(None, description="the client certificate's key")
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
     threshold: float = Field(0.65, ge=0, le=1, description="minimum score to place on a GPU")
@@ -55,12 +63,12 @@ class SchedulerSettings(ServiceSettings):
         default_factory=dict,
         description='{"namespace": "token"}: bearer tokens (or sha256:<hex>) per namespace',
     )
-    tokens_dir: Path | None = Field(
+    tokens_dir: DirectoryPath | None = Field(
         None,
         description="a mounted Secret: one file per namespace (_admin: the admin), "
         "tokens or sha256:<hex>, one a line; re-read when it changes",
     )
-    tokens_file: Path | None = Field(
+    tokens_file: FilePath | None = Field(
         None,
         description='JSON {"namespace": "token" | ["token", ...]} (_admin: the admin); '
         "re-read when it changes",

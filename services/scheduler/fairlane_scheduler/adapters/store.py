@@ -4,6 +4,7 @@ and every state change writes its outbox event in the same transaction."""
 
 from __future__ import annotations
 
+import ssl as ssl_module
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -25,6 +26,7 @@ from fairlane_scheduler.core.model import (
 from fairlane_scheduler.core.quota import Quota, check_quota
 from fairlane_scheduler.errors import (
     AllocationConflictError,
+    DatabaseTlsError,
     DatabaseUnavailableError,
     QuotaExceededError,
 )
@@ -44,9 +46,25 @@ POSTGRES_UNAVAILABLE = (
 _UNAVAILABLE = POSTGRES_UNAVAILABLE
 
 
-async def connect_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
+async def connect_pool(
+    dsn: str,
+    *,
+    min_size: int = 1,
+    max_size: int = 10,
+    ssl: ssl_module.SSLContext | str | None = None,
+) -> asyncpg.Pool:
+    """A started pool; ``ssl`` as :func:`fairlane_scheduler.adapters.pg_tls.client_ssl`
+    gives it. A certificate that fails verification is :class:`DatabaseTlsError`."""
     try:
-        return await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size, timeout=10)
+        return await asyncpg.create_pool(
+            dsn, min_size=min_size, max_size=max_size, timeout=10, ssl=ssl
+        )
+    except ssl_module.SSLCertVerificationError as exc:
+        raise DatabaseTlsError(
+            f"Postgres's certificate was refused: {exc.verify_message.rstrip('.')}; check "
+            "the host name in DATABASE_URL against the certificate and "
+            "FAIRLANE_DATABASE_SSLROOTCERT"
+        ) from exc
     except (*_UNAVAILABLE, TimeoutError) as exc:
         raise DatabaseUnavailableError(
             f"Postgres is not reachable ({type(exc).__name__}: {exc}); start it with "

@@ -36,7 +36,8 @@ log = logging.getLogger("fairlane.scheduler.api")
 
 #: error class -> (HTTP status, ``error`` code in the body). The errors not here
 #: (AllocationConflictError is retried inside, PodError answers in the extender's
-#: ``Error`` field, MigrationError stops the start) become a 500 if they ever escape.
+#: ``Error`` field, MigrationError and DatabaseTlsError stop the start) become a 500 if
+#: they ever escape.
 HTTP_STATUS: dict[type[SchedulerError], tuple[int, str]] = {
     UnauthorizedError: (401, "unauthorized"),
     ForbiddenError: (403, "forbidden"),
