@@ -21,6 +21,7 @@ from fairlane_scheduler.adapters.pg_tls import client_ssl
 from fairlane_scheduler.adapters.store import connect_pool
 from fairlane_scheduler.errors import DatabaseTlsError
 from tests.servers import ROOT, TEST_PG_TLS_PORT, local_server
+from tests.tls import self_signed
 
 PORT = TEST_PG_TLS_PORT
 
@@ -61,24 +62,7 @@ async def test_a_certificate_for_another_host_name_is_refused(root_cert: Path) -
 
 
 async def test_a_server_signed_by_another_ca_is_refused(root_cert: Path, tmp_path: Path) -> None:
-    other = tmp_path / "other-ca.crt"
-    make_ca = [
-        "openssl",
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=other",
-    ]
-    subprocess.run(
-        [*make_ca, "-keyout", str(tmp_path / "k"), "-out", str(other)],
-        check=True,
-        capture_output=True,
-    )
+    other, _ = self_signed(tmp_path, "other-ca")
     with pytest.raises(DatabaseTlsError, match="unable to get local issuer certificate"):
         await connect_pool(_url("127.0.0.1"), ssl=client_ssl("verify-full", rootcert=other))
 

@@ -12,6 +12,7 @@ from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from fairlane_events.topics import ALL_TOPICS, TopicSpec
 from fairlane_runtime.errors import ServerUnavailableError, TopicMismatchError
+from fairlane_runtime.kafka_security import PLAINTEXT, KafkaSecurity
 
 __all__ = ["ensure_topics", "kafka_admin", "topic_partitions"]
 
@@ -19,9 +20,13 @@ _EXISTS = 36  # another process created it first: fine
 _VISIBLE_WITHIN_S = 15.0
 
 
-async def kafka_admin(bootstrap: str, *, timeout_s: float = 15.0) -> AIOKafkaAdminClient:
+async def kafka_admin(
+    bootstrap: str, *, security: KafkaSecurity = PLAINTEXT, timeout_s: float = 15.0
+) -> AIOKafkaAdminClient:
     """A started admin client, or :class:`ServerUnavailableError` naming the address."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, request_timeout_ms=5000, **security.aiokafka_kwargs()
+    )
     try:
         await asyncio.wait_for(admin.start(), timeout_s)
     except (KafkaConnectionError, KafkaError, TimeoutError, OSError) as exc:
@@ -68,7 +73,12 @@ async def _check_partitions(
     return set(current)
 
 
-async def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec] = ALL_TOPICS) -> list[str]:
+async def ensure_topics(
+    bootstrap: str,
+    specs: Iterable[TopicSpec] = ALL_TOPICS,
+    *,
+    security: KafkaSecurity = PLAINTEXT,
+) -> list[str]:
     """Create missing topics; fail loudly when one exists with another partition count.
 
     A source topic whose partition count differs from a Faust table's changelog crash-loops
@@ -76,7 +86,7 @@ async def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec] = ALL_TOPICS)
     Returns the names created.
     """
     specs = list(specs)
-    admin = await kafka_admin(bootstrap)
+    admin = await kafka_admin(bootstrap, security=security)
     try:
         existing = await _check_partitions(admin, specs)
         missing = [s for s in specs if s.name not in existing]

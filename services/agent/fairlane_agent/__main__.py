@@ -61,9 +61,12 @@ async def run(
     metrics = AgentMetrics.create()
     async with contextlib.AsyncExitStack() as stack:
         source = stack.enter_context(open_source(settings, load_nvml, metrics))
-        await ensure_topics(settings.kafka_bootstrap_servers)
+        security = settings.kafka_security()
+        await ensure_topics(settings.kafka_bootstrap_servers, security=security)
         publisher = SamplePublisher(
-            settings.kafka_bootstrap_servers, request_timeout_s=settings.kafka_request_timeout_s
+            settings.kafka_bootstrap_servers,
+            security=security,
+            request_timeout_s=settings.kafka_request_timeout_s,
         )
         await publisher.start()
         stack.push_async_callback(publisher.stop)
@@ -79,7 +82,9 @@ async def run(
             stack.push_async_callback(http.cleanup)
         if settings.sim_follows_placements and isinstance(source, FleetSimulator):
             following = asyncio.create_task(
-                follow_placements(settings.kafka_bootstrap_servers, source, metrics, stop)
+                follow_placements(
+                    settings.kafka_bootstrap_servers, source, metrics, stop, security=security
+                )
             )
             following.add_done_callback(lambda _: stop.set())  # it ends only with stop
             stack.push_async_callback(_finish, following)

@@ -17,6 +17,7 @@ from fairlane_agent.metrics import AgentMetrics
 from fairlane_events.codec import DecodeError, decode
 from fairlane_events.records import PlacementEvent
 from fairlane_events.topics import PLACEMENTS
+from fairlane_runtime.kafka_security import PLAINTEXT, KafkaSecurity
 from fairlane_sim.fleet import FleetSimulator
 
 __all__ = ["apply_placement", "follow_placements"]
@@ -36,10 +37,19 @@ def apply_placement(fleet: FleetSimulator, event: PlacementEvent) -> None:
 
 
 async def follow_placements(
-    bootstrap: str, fleet: FleetSimulator, metrics: AgentMetrics, stop: asyncio.Event
+    bootstrap: str,
+    fleet: FleetSimulator,
+    metrics: AgentMetrics,
+    stop: asyncio.Event,
+    *,
+    security: KafkaSecurity = PLAINTEXT,
 ) -> None:
     consumer = AIOKafkaConsumer(
-        PLACEMENTS, bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest"
+        PLACEMENTS,
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        auto_offset_reset="earliest",
+        **security.aiokafka_kwargs(),
     )
     await consumer.start()
     try:

@@ -14,6 +14,7 @@ from fairlane_events.codec import encode
 from fairlane_events.records import NodeSample
 from fairlane_events.topics import NODE_SAMPLES
 from fairlane_runtime.errors import ServerUnavailableError
+from fairlane_runtime.kafka_security import PLAINTEXT, KafkaSecurity
 
 __all__ = ["SamplePublisher"]
 
@@ -35,7 +36,12 @@ class SamplePublisher:
     }
 
     def __init__(
-        self, bootstrap: str, *, request_timeout_s: float = 10.0, topic: str = NODE_SAMPLES
+        self,
+        bootstrap: str,
+        *,
+        security: KafkaSecurity = PLAINTEXT,
+        request_timeout_s: float = 10.0,
+        topic: str = NODE_SAMPLES,
     ) -> None:
         self._bootstrap = bootstrap
         self._topic = topic
@@ -43,6 +49,7 @@ class SamplePublisher:
             bootstrap_servers=bootstrap,
             request_timeout_ms=int(request_timeout_s * 1000),
             **self.PRODUCER_CONFIG,
+            **security.aiokafka_kwargs(),
         )
 
     async def start(self) -> None:

@@ -28,7 +28,7 @@ async def _preflight(settings: SchedulerSettings) -> None:
         settings.database_url.get_secret_value(), max_size=1, ssl=database_ssl(settings)
     )
     await pool.close()
-    await ensure_topics(settings.kafka_bootstrap_servers)
+    await ensure_topics(settings.kafka_bootstrap_servers, security=settings.kafka_security())
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -65,10 +65,11 @@ def database_ssl(settings: SchedulerSettings) -> ssl.SSLContext | str | None:
 
 def create_app(settings: SchedulerSettings) -> FastAPI:
     metrics = SchedulerMetrics.create()
+    kafka = settings.kafka_security()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await ensure_topics(settings.kafka_bootstrap_servers)
+        await ensure_topics(settings.kafka_bootstrap_servers, security=kafka)
         pool = await connect_pool(
             settings.database_url.get_secret_value(),
             max_size=settings.db_pool_max,
@@ -80,7 +81,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
             if applied:
                 log.info("applied migrations: %s", ", ".join(applied))
             fleet = FleetView(StabilityPolicy(settings.threshold, settings.stabilization_s))
-            follower = ScoresFollower(settings.kafka_bootstrap_servers, fleet)
+            follower = ScoresFollower(settings.kafka_bootstrap_servers, fleet, security=kafka)
             await follower.start()
             store = PlacementStore(pool)
 
@@ -115,6 +116,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 settings.kafka_bootstrap_servers,
                 postgres_outage=metrics.outage("outbox relay", "postgres"),
                 kafka_outage=metrics.outage("outbox relay", "kafka"),
+                security=kafka,
             )
             await relay.start()
             expiry = asyncio.create_task(

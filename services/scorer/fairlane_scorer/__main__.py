@@ -23,7 +23,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     configure_logging(settings.log_level, json=settings.log_json)
     try:
         specs = [*ALL_TOPICS, *scorer_topics(settings.app_id)]
-        asyncio.run(ensure_topics(settings.kafka_bootstrap_servers, specs))
+        asyncio.run(
+            ensure_topics(
+                settings.kafka_bootstrap_servers, specs, security=settings.kafka_security()
+            )
+        )
     except FairlaneError as exc:
         exit_with_error(PROG, exc)
     app = create_app(settings)

@@ -26,6 +26,7 @@ from prometheus_client import generate_latest
 
 from fairlane_events import topics
 from fairlane_events.topics import TopicSpec
+from fairlane_runtime.kafka_security import KafkaSecurity
 from fairlane_scorer.agents import ScoringAgents, now_ms
 from fairlane_scorer.delivery import Deliveries, Handler, process_in_batches
 from fairlane_scorer.metrics import ScorerMetrics
@@ -35,6 +36,7 @@ __all__ = [
     "ALLOCATIONS_TABLE",
     "WINDOWS_TABLE",
     "create_app",
+    "faust_credentials",
     "placements_by_node_topic",
     "scorer_topics",
 ]
@@ -68,10 +70,29 @@ def scorer_topics(app_id: str) -> list[TopicSpec]:
     ]
 
 
+def faust_credentials(security: KafkaSecurity) -> dict[str, Any]:
+    """``faust.App`` keyword arguments for the one Kafka security block: SASL as
+    :class:`faust.SASLCredentials` (its ``ssl_context`` makes it SASL_SSL), TLS alone as
+    :class:`faust.SSLCredentials`; PLAINTEXT adds nothing."""
+    if security.uses_sasl:
+        creds: faust.types.auth.CredentialsT = faust.SASLCredentials(
+            username=security.sasl_username,
+            password=security.sasl_password_value(),
+            mechanism=security.sasl_mechanism,
+            ssl_context=security.ssl_context(),  # None: SASL_PLAINTEXT
+        )
+    elif security.uses_ssl:
+        creds = faust.SSLCredentials(security.ssl_context())
+    else:
+        return {}
+    return {"broker_credentials": creds}
+
+
 def _faust_app(settings: ScorerSettings) -> faust.App:
     return faust.App(
         settings.app_id,
         broker=_broker_urls(settings.kafka_bootstrap_servers),
+        **faust_credentials(settings.kafka_security()),
         store=settings.store,
         datadir=str(settings.data_dir),
         topic_partitions=topics.STREAM_PARTITIONS,

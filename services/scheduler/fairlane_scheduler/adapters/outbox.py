@@ -22,6 +22,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from fairlane_events.topics import PLACEMENTS
+from fairlane_runtime.kafka_security import PLAINTEXT, KafkaSecurity
 from fairlane_runtime.outage import OutageLog
 from fairlane_scheduler.adapters.store import POSTGRES_UNAVAILABLE
 
@@ -46,11 +47,13 @@ class OutboxRelay:
         *,
         postgres_outage: OutageLog,
         kafka_outage: OutageLog,
+        security: KafkaSecurity = PLAINTEXT,
         idle_poll_s: float = 1.0,
         retry_s: float = 2.0,
     ) -> None:
         self._pool = pool
         self._bootstrap = bootstrap
+        self._security = security
         self._postgres = postgres_outage
         self._kafka = kafka_outage
         self._idle_poll_s = idle_poll_s
@@ -95,7 +98,10 @@ class OutboxRelay:
             self.is_leader = True
             await conn.add_listener(_CHANNEL, self._on_notify)
             producer = AIOKafkaProducer(
-                bootstrap_servers=self._bootstrap, enable_idempotence=True, acks="all"
+                bootstrap_servers=self._bootstrap,
+                enable_idempotence=True,
+                acks="all",
+                **self._security.aiokafka_kwargs(),
             )
             try:
                 await producer.start()

@@ -17,6 +17,7 @@ from fairlane_events.records import GpuScore
 from fairlane_events.topics import GPU_SCORES
 from fairlane_runtime.errors import ServerUnavailableError
 from fairlane_runtime.kafka import kafka_admin, topic_partitions
+from fairlane_runtime.kafka_security import PLAINTEXT, KafkaSecurity
 from fairlane_scheduler.core.fleet import FleetView
 
 __all__ = ["ScoresFollower"]
@@ -25,8 +26,11 @@ log = logging.getLogger("fairlane.scheduler.scores")
 
 
 class ScoresFollower:
-    def __init__(self, bootstrap: str, fleet: FleetView) -> None:
+    def __init__(
+        self, bootstrap: str, fleet: FleetView, *, security: KafkaSecurity = PLAINTEXT
+    ) -> None:
         self._bootstrap = bootstrap
+        self._security = security
         self._fleet = fleet
         self._consumer: AIOKafkaConsumer | None = None
         self._task: asyncio.Task[None] | None = None
@@ -38,7 +42,7 @@ class ScoresFollower:
         return self._consumer is not None and not self._pending
 
     async def start(self) -> None:
-        admin = await kafka_admin(self._bootstrap)
+        admin = await kafka_admin(self._bootstrap, security=self._security)
         try:
             count = (await topic_partitions(admin, [GPU_SCORES])).get(GPU_SCORES)
         finally:
@@ -46,7 +50,10 @@ class ScoresFollower:
         if count is None:
             raise ServerUnavailableError(f"topic {GPU_SCORES} does not exist yet")
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap, group_id=None, enable_auto_commit=False
+            bootstrap_servers=self._bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            **self._security.aiokafka_kwargs(),
         )
         await consumer.start()
         partitions = [TopicPartition(GPU_SCORES, p) for p in range(count)]
