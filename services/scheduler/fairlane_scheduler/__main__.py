@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl
 from collections.abc import Sequence
 
@@ -31,6 +32,14 @@ async def _preflight(settings: SchedulerSettings) -> None:
     await ensure_topics(settings.kafka_bootstrap_servers, security=settings.kafka_security())
 
 
+def _listeners(settings: SchedulerSettings) -> list[socket.socket] | None:
+    """The API port and, when set, the extender's own port (None: uvicorn binds)."""
+    if settings.extender_port is None:
+        return None
+    ports = (settings.port, settings.extender_port)
+    return [socket.create_server((settings.host, port)) for port in ports]
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     settings = load_settings(SchedulerSettings, argv, PROG)
     configure_logging(settings.log_level, json=settings.log_json)
@@ -55,7 +64,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         lifespan="on",
     )
     server = uvicorn.Server(config)
-    asyncio.run(server.serve())
+    try:
+        sockets = _listeners(settings)
+    except OSError as exc:
+        exit_with_error(PROG, f"cannot listen: {exc}")
+    asyncio.run(server.serve(sockets=sockets))
     if not server.started:
         exit_with_error(PROG, "did not start (see the log above)")
 

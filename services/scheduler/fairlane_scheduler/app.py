@@ -24,6 +24,7 @@ from fairlane_scheduler.api import extender
 from fairlane_scheduler.api.auth import TokenTable
 from fairlane_scheduler.api.deps import Runtime, SchedulerMetrics
 from fairlane_scheduler.api.errors import install_error_handlers
+from fairlane_scheduler.api.listeners import ExtenderPortGate
 from fairlane_scheduler.api.routes import router
 from fairlane_scheduler.clock import now_ms
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
@@ -152,4 +153,6 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
     app.include_router(router)
     app.include_router(extender.router)
     app.mount("/metrics", make_asgi_app(metrics.registry))
+    if settings.extender_port is not None:
+        app.add_middleware(ExtenderPortGate, extender_port=settings.extender_port)
     return app

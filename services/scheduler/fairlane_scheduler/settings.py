@@ -27,6 +27,13 @@ class SchedulerSettings(ServiceSettings):
     database_sslkey: FilePath | None = Field(None, description="the client certificate's key")
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
+    extender_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="serve the kube-scheduler extender on this port only (for a "
+        "NetworkPolicy that admits only the control plane); default: on port",
+    )
     threshold: float = Field(0.65, ge=0, le=1, description="minimum score to place on a GPU")
     stale_after_s: float = Field(
         180.0,
@@ -84,6 +91,8 @@ class SchedulerSettings(ServiceSettings):
     def _port_range(self) -> SchedulerSettings:
         if self.master_port_first > self.master_port_last:
             raise ValueError("master_port_first must not exceed master_port_last")
+        if self.extender_port == self.port:
+            raise ValueError("extender_port must differ from port (or be left unset)")
         return self
 
     @model_validator(mode="after")
