@@ -56,3 +56,18 @@ def wait_for_http(
                 return
         time.sleep(0.5)
     raise TimeoutError(f"{url} not up after {timeout_s}s:\n{log.read_text()[-3000:]}")
+
+
+def failed_start(module: str, args: list[str], env: dict[str, str]) -> tuple[int, list[str]]:
+    """Run ``python -m module args`` that must refuse to start: its exit code and the
+    stderr lines that say "error", after checking that no traceback came with them."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, [line for line in done.stderr.splitlines() if "error" in line.lower()]

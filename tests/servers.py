@@ -20,6 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TEST_KAFKA_PORT = os.environ.get("FAIRLANE_TEST_KAFKA_PORT", "29092")
 TEST_PG_PORT = os.environ.get("FAIRLANE_TEST_PG_PORT", "25433")
+#: The broker with a SASL_SSL listener and ACLs (tests/integration/test_kafka_sasl_ssl.py);
+#: its SASL_SSL listener is this port + 2.
+TEST_KAFKA_SECURE_PORT = os.environ.get("FAIRLANE_TEST_KAFKA_SECURE_PORT", "29192")
 #: The Postgres with ssl=on (tests/integration/test_postgres_tls.py): its own cluster.
 TEST_PG_TLS_PORT = os.environ.get("FAIRLANE_TEST_PG_TLS_PORT", "25434")
 

@@ -5,18 +5,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ssl
 from collections.abc import Iterable
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaConnectionError, KafkaError
+from aiokafka.conn import create_conn
+from aiokafka.errors import (
+    AuthenticationFailedError,
+    KafkaConnectionError,
+    KafkaError,
+    SaslAuthenticationFailed,
+)
 
 from fairlane_events.topics import ALL_TOPICS, TopicSpec
-from fairlane_runtime.errors import ServerUnavailableError, TopicMismatchError
+from fairlane_runtime.errors import KafkaSecurityError, ServerUnavailableError, TopicMismatchError
 from fairlane_runtime.kafka_security import PLAINTEXT, KafkaSecurity
 
 __all__ = ["ensure_topics", "kafka_admin", "topic_partitions"]
 
 _EXISTS = 36  # another process created it first: fine
+_TOPIC_DENIED = 29
+_ERRORS = {
+    _TOPIC_DENIED: "not authorized to create it (ACL); create it with the operator's "
+    "principal, e.g. the topics job",
+    31: "not authorized on the cluster (ACL); create it with the operator's principal",
+}
 _VISIBLE_WITHIN_S = 15.0
 
 
@@ -31,11 +44,39 @@ async def kafka_admin(
         await asyncio.wait_for(admin.start(), timeout_s)
     except (KafkaConnectionError, KafkaError, TimeoutError, OSError) as exc:
         await admin.close()
+        if security.protocol != "PLAINTEXT":
+            await _raise_if_refused(bootstrap, security)
         raise ServerUnavailableError(
             f"Kafka is not reachable at {bootstrap} ({type(exc).__name__}); "
             "start it with `scripts/kafka.sh up` or set KAFKA_BOOTSTRAP_SERVERS"
         ) from exc
     return admin
+
+
+async def _raise_if_refused(bootstrap: str, security: KafkaSecurity) -> None:
+    """Tell a refusal from an absence: aiokafka's bootstrap logs why each broker failed
+    but raises only "Unable to bootstrap", so one connection is opened by hand to see the
+    reason. Raises :class:`KafkaSecurityError` for bad credentials or an untrusted
+    certificate; returns for anything else (the broker is then simply unreachable)."""
+    host, _, port = bootstrap.split(",", maxsplit=1)[0].strip().rpartition(":")
+    try:
+        conn = await asyncio.wait_for(
+            create_conn(host, int(port), request_timeout_ms=5000, **security.aiokafka_kwargs()),
+            10,
+        )
+    except (SaslAuthenticationFailed, AuthenticationFailedError) as exc:
+        raise KafkaSecurityError(
+            f"Kafka at {bootstrap} refused the credentials of {security.sasl_username!r} "
+            f"({security.sasl_mechanism}): check kafka_sasl_username and the password"
+        ) from exc
+    except ssl.SSLCertVerificationError as exc:
+        raise KafkaSecurityError(
+            f"Kafka's certificate at {bootstrap} was refused ({exc.verify_message}): "
+            "check kafka_ssl_cafile and the broker's host name"
+        ) from exc
+    except (KafkaError, TimeoutError, OSError, ValueError):
+        return
+    conn.close()
 
 
 async def topic_partitions(admin: AIOKafkaAdminClient, names: Iterable[str]) -> dict[str, int]:
@@ -48,6 +89,12 @@ async def topic_partitions(admin: AIOKafkaAdminClient, names: Iterable[str]) -> 
         return {}
     described = await admin.describe_topics(wanted)
     return {t["topic"]: len(t["partitions"]) for t in described if t["error_code"] == 0}
+
+
+async def _unauthorized(admin: AIOKafkaAdminClient, names: list[str]) -> set[str]:
+    """Those of ``names`` the broker will not even describe to this principal."""
+    described = await admin.describe_topics(names)
+    return {t["topic"] for t in described if t["error_code"] == _TOPIC_DENIED}
 
 
 async def _check_partitions(
@@ -90,13 +137,18 @@ async def ensure_topics(
     try:
         existing = await _check_partitions(admin, specs)
         missing = [s for s in specs if s.name not in existing]
+        if missing:  # under ACLs, a topic this principal may not see is not its business
+            hidden = await _unauthorized(admin, [s.name for s in missing])
+            missing = [s for s in missing if s.name not in hidden]
         if not missing:
             return []
         response = await admin.create_topics(
             [NewTopic(s.name, s.partitions, 1, topic_configs=dict(s.configs)) for s in missing]
         )
         failed = [
-            f"{e[0]}: error code {e[1]}" for e in response.topic_errors if e[1] not in (0, _EXISTS)
+            f"{e[0]}: {_ERRORS.get(e[1], f'error code {e[1]}')}"
+            for e in response.topic_errors
+            if e[1] not in (0, _EXISTS)
         ]
         if failed:
             raise TopicMismatchError("could not create topics: " + "; ".join(failed))

@@ -1,0 +1,150 @@
+"""Kafka over SASL_SSL with SCRAM users and ACLs, from scripts/kafka.sh KAFKA_SASL_SSL=1:
+each service's principal does what its ACLs allow and nothing else, and a wrong password
+or an untrusted certificate is one clear, non-retryable error (exit code 2 for a service).
+
+Always the script's own broker on its own ports (FAIRLANE_TEST_KAFKA_SECURE_PORT, its
+SASL_SSL listener two above): a KAFKA_BOOTSTRAP_SERVERS from the environment has neither
+these users nor these ACLs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import TopicAuthorizationFailedError
+
+from fairlane_agent.publisher import SamplePublisher
+from fairlane_events.topics import GPU_SCORES, NODE_SAMPLES, PLACEMENTS
+from fairlane_runtime.errors import KafkaSecurityError
+from fairlane_runtime.kafka import ensure_topics
+from fairlane_runtime.kafka_security import KafkaSecurity
+from fairlane_runtime.settings import ServiceSettings
+from tests.factories import node_sample
+from tests.processes import failed_start
+from tests.servers import ROOT, TEST_KAFKA_SECURE_PORT, local_server
+from tests.tls import self_signed
+
+pytestmark = pytest.mark.integration
+
+
+@dataclass(frozen=True)
+class SecureKafka:
+    operator: str  # PLAINTEXT, the super user
+    bootstrap: str  # SASL_SSL
+    ca: Path
+    secrets: Path
+
+    def env(self, user: str, *, password_file: Path | None = None) -> dict[str, str]:
+        return {
+            "FAIRLANE_KAFKA_BOOTSTRAP_SERVERS": self.bootstrap,
+            "FAIRLANE_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+            "FAIRLANE_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+            "FAIRLANE_KAFKA_SASL_USERNAME": user,
+            "FAIRLANE_KAFKA_SASL_PASSWORD_FILE": str(
+                password_file or self.secrets / f"{user}.password"
+            ),
+            "FAIRLANE_KAFKA_SSL_CAFILE": str(self.ca),
+        }
+
+    def security(self, user: str, **kwargs: Path) -> KafkaSecurity:
+        """Built the way every service builds it: settings from the environment."""
+        mp = pytest.MonkeyPatch()
+        with mp.context() as env:
+            for name, value in self.env(user, **kwargs).items():
+                env.setenv(name, value)
+            return ServiceSettings().kafka_security()
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureKafka]:
+    state = tmp_path_factory.mktemp("kafka-sasl")
+    env = {
+        "KAFKA_PORT": TEST_KAFKA_SECURE_PORT,
+        "KAFKA_SASL_SSL": "1",
+        "FAIRLANE_STATE_DIR": str(state),
+        "FAIRLANE_CACHE_DIR": os.environ.get("FAIRLANE_CACHE_DIR", str(ROOT / ".local/cache")),
+    }
+    with local_server("kafka.sh", env):
+        inst = state / f"kafka-{TEST_KAFKA_SECURE_PORT}"
+        yield SecureKafka(
+            operator=f"127.0.0.1:{TEST_KAFKA_SECURE_PORT}",
+            bootstrap=f"127.0.0.1:{int(TEST_KAFKA_SECURE_PORT) + 2}",
+            ca=inst / "tls" / "ca.crt",
+            secrets=inst / "sasl",
+        )
+
+
+async def _send(kafka: SecureKafka, user: str, topic: str) -> None:
+    producer = AIOKafkaProducer(
+        bootstrap_servers=kafka.bootstrap, **kafka.security(user).aiokafka_kwargs()
+    )
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, b"{}", key=b"k")
+    finally:
+        await producer.stop()
+
+
+async def test_each_principal_does_what_its_acls_allow_and_nothing_else(
+    kafka: SecureKafka,
+) -> None:
+    await ensure_topics(kafka.operator)  # the operator's (topics job's) principal
+    agent = kafka.security("fairlane-agent")
+    # The agent's own checks see only its topics, and create nothing.
+    assert await ensure_topics(kafka.bootstrap, security=agent) == []
+    publisher = SamplePublisher(kafka.bootstrap, security=agent)
+    await publisher.start()
+    try:
+        assert await publisher.send_batch([node_sample("sasl-node")]) == [None]
+    finally:
+        await publisher.stop()
+    await _send(kafka, "fairlane-scheduler", PLACEMENTS)
+    await _send(kafka, "fairlane-scorer", GPU_SCORES)
+    for user, topic in [
+        ("fairlane-agent", GPU_SCORES),  # an agent cannot forge scores
+        ("fairlane-scheduler", NODE_SAMPLES),
+        ("fairlane-scorer", PLACEMENTS),
+    ]:
+        with pytest.raises(TopicAuthorizationFailedError):
+            await _send(kafka, user, topic)
+
+
+async def test_a_wrong_password_is_one_clear_non_retryable_error(
+    kafka: SecureKafka, tmp_path: Path
+) -> None:
+    wrong = tmp_path / "wrong.password"
+    wrong.write_text("not-the-password\n")
+    security = kafka.security("fairlane-agent", password_file=wrong)
+    with pytest.raises(KafkaSecurityError, match="refused the credentials of 'fairlane-agent'"):
+        await ensure_topics(kafka.bootstrap, security=security)
+
+
+async def test_an_untrusted_broker_certificate_is_refused(
+    kafka: SecureKafka, tmp_path: Path
+) -> None:
+    other_ca, _ = self_signed(tmp_path, "other-ca")
+    security = KafkaSecurity(**{**vars(kafka.security("fairlane-agent")), "ssl_cafile": other_ca})
+    with pytest.raises(KafkaSecurityError, match=r"certificate .* was refused"):
+        await ensure_topics(kafka.bootstrap, security=security)
+
+
+def test_the_agent_exits_2_with_one_line_on_a_wrong_password(
+    kafka: SecureKafka, tmp_path: Path
+) -> None:
+    wrong = tmp_path / "wrong.password"
+    wrong.write_text("not-the-password")
+    code, errors = failed_start(
+        "fairlane_agent",
+        ["--backend", "sim", "--nodes", "1"],
+        kafka.env("fairlane-agent", password_file=wrong),
+    )
+    assert code == 2
+    assert errors == [
+        f"fairlane-agent: error: Kafka at {kafka.bootstrap} refused the credentials of "
+        "'fairlane-agent' (SCRAM-SHA-512): check kafka_sasl_username and the password"
+    ]
