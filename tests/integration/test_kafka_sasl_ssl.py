@@ -9,9 +9,7 @@ these users nor these ACLs.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,60 +21,18 @@ from fairlane_events.topics import GPU_SCORES, NODE_SAMPLES, PLACEMENTS
 from fairlane_runtime.errors import KafkaSecurityError
 from fairlane_runtime.kafka import ensure_topics
 from fairlane_runtime.kafka_security import KafkaSecurity
-from fairlane_runtime.settings import ServiceSettings
 from tests.factories import node_sample
 from tests.processes import failed_start
-from tests.servers import ROOT, TEST_KAFKA_SECURE_PORT, local_server
+from tests.secure_kafka import SecureKafka, secure_kafka
 from tests.tls import self_signed
 
 pytestmark = pytest.mark.integration
 
 
-@dataclass(frozen=True)
-class SecureKafka:
-    operator: str  # PLAINTEXT, the super user
-    bootstrap: str  # SASL_SSL
-    ca: Path
-    secrets: Path
-
-    def env(self, user: str, *, password_file: Path | None = None) -> dict[str, str]:
-        return {
-            "FAIRLANE_KAFKA_BOOTSTRAP_SERVERS": self.bootstrap,
-            "FAIRLANE_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
-            "FAIRLANE_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
-            "FAIRLANE_KAFKA_SASL_USERNAME": user,
-            "FAIRLANE_KAFKA_SASL_PASSWORD_FILE": str(
-                password_file or self.secrets / f"{user}.password"
-            ),
-            "FAIRLANE_KAFKA_SSL_CAFILE": str(self.ca),
-        }
-
-    def security(self, user: str, **kwargs: Path) -> KafkaSecurity:
-        """Built the way every service builds it: settings from the environment."""
-        mp = pytest.MonkeyPatch()
-        with mp.context() as env:
-            for name, value in self.env(user, **kwargs).items():
-                env.setenv(name, value)
-            return ServiceSettings().kafka_security()
-
-
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureKafka]:
-    state = tmp_path_factory.mktemp("kafka-sasl")
-    env = {
-        "KAFKA_PORT": TEST_KAFKA_SECURE_PORT,
-        "KAFKA_SASL_SSL": "1",
-        "FAIRLANE_STATE_DIR": str(state),
-        "FAIRLANE_CACHE_DIR": os.environ.get("FAIRLANE_CACHE_DIR", str(ROOT / ".local/cache")),
-    }
-    with local_server("kafka.sh", env):
-        inst = state / f"kafka-{TEST_KAFKA_SECURE_PORT}"
-        yield SecureKafka(
-            operator=f"127.0.0.1:{TEST_KAFKA_SECURE_PORT}",
-            bootstrap=f"127.0.0.1:{int(TEST_KAFKA_SECURE_PORT) + 2}",
-            ca=inst / "tls" / "ca.crt",
-            secrets=inst / "sasl",
-        )
+    with secure_kafka(tmp_path_factory.mktemp("kafka-sasl")) as broker:
+        yield broker
 
 
 async def _send(kafka: SecureKafka, user: str, topic: str) -> None:
