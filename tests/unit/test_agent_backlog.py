@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 
 import pytest
+from aiokafka.errors import TopicAuthorizationFailedError
 
 from fairlane_agent.core.backlog import Backlog, BacklogLimits, Drops
 from fairlane_agent.delivery import Delivery
@@ -75,6 +77,7 @@ class FlakyBroker:
 
     def __init__(self) -> None:
         self.down = False
+        self.refuse = False  # as Kafka answers a write its ACLs deny
         self.fail_nodes: set[str] = set()
         self.log: list[tuple[str, int]] = []
 
@@ -82,7 +85,9 @@ class FlakyBroker:
         await asyncio.sleep(0)
         outcomes: list[BaseException | None] = []
         for s in samples:
-            if self.down or s.node in self.fail_nodes:
+            if self.refuse:
+                outcomes.append(TopicAuthorizationFailedError("fairlane.node-samples.v1"))
+            elif self.down or s.node in self.fail_nodes:
                 outcomes.append(ConnectionError("broker away"))
             else:
                 self.log.append((s.node, s.ts_ms))
@@ -160,3 +165,23 @@ def test_overflow_drops_are_counted_in_metrics() -> None:
     delivery.add(round_at(T0 + 1), T0 + 1)
     assert metric(metrics, "fairlane_agent_samples_dropped_total", reason="overflow") == 3
     assert delivery.pending == 3
+
+
+async def test_a_write_the_acls_deny_is_counted_and_logged_once_not_a_storm(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    broker, metrics, stop = FlakyBroker(), AgentMetrics.create(), asyncio.Event()
+    broker.refuse = True
+    delivery = Delivery(Backlog(BacklogLimits()), broker, metrics)
+    delivery.add(round_at(T0), T0)
+    with caplog.at_level(logging.WARNING, logger="fairlane"):
+        sending = asyncio.create_task(delivery.run(stop))
+        await wait_until(lambda: metric(metrics, "fairlane_agent_kafka_refused_total") >= 6)
+        await asyncio.sleep(0.3)  # backing off: a handful of tries, not thousands
+        stop.set()
+        await sending
+    assert metric(metrics, "fairlane_agent_kafka_refused_total") < 30
+    refusals = [r for r in caplog.records if "refused this principal" in r.getMessage()]
+    assert len(refusals) == 1
+    assert "TopicAuthorizationFailedError" in refusals[0].getMessage()
+    assert metric(metrics, "fairlane_agent_samples_buffered") == 3  # kept, not lost silently

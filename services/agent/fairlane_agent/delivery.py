@@ -15,16 +15,31 @@ import logging
 import time
 from typing import Protocol
 
+from aiokafka.errors import (
+    AuthenticationFailedError,
+    ClusterAuthorizationFailedError,
+    SaslAuthenticationFailed,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailed,
+)
+
 from fairlane_agent.core.backlog import Backlog, Drops
 from fairlane_agent.metrics import AgentMetrics
 from fairlane_events.records import NodeSample
 
-__all__ = ["Delivery", "RecordSender"]
+__all__ = ["Delivery", "RecordSender", "is_refusal"]
 
 log = logging.getLogger("fairlane.agent.delivery")
 
 _MIN_BACKOFF_S = 0.2
 _MAX_BACKOFF_S = 5.0
+_REFUSALS = (
+    AuthenticationFailedError,
+    ClusterAuthorizationFailedError,
+    SaslAuthenticationFailed,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailed,
+)
 
 
 class RecordSender(Protocol):
@@ -118,6 +133,7 @@ class Delivery:
             raise
         self._metrics.publish_s.observe(time.monotonic() - started)
         failed = [s for s, error in zip(batch, outcomes, strict=True) if error is not None]
+        self._metrics.kafka_refused.inc(sum(is_refusal(e) for e in outcomes))
         self._backlog.put_back(failed)
         self._metrics.published.inc(len(batch) - len(failed))
         self._metrics.buffered.set(len(self._backlog))
@@ -134,8 +150,19 @@ class Delivery:
             )
             self.connected, self._failing_since = True, None
         elif error is not None and self.connected:
-            log.warning("Kafka unreachable (%s); buffering", type(error).__name__)
+            if is_refusal(error):  # waiting will not help; say what to fix, once
+                log.error(
+                    "Kafka refused this principal (%s): check its ACLs and credentials; buffering",
+                    type(error).__name__,
+                )
+            else:
+                log.warning("Kafka unreachable (%s); buffering", type(error).__name__)
             self.connected, self._failing_since = False, time.monotonic()
+
+
+def is_refusal(error: BaseException | None) -> bool:
+    """Kafka answered, and said no: an ACL or authentication failure, not an outage."""
+    return isinstance(error, _REFUSALS)
 
 
 async def _first_of(*events: asyncio.Event, timeout_s: float | None = None) -> None:

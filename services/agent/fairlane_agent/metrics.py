@@ -23,12 +23,18 @@ class AgentMetrics:
     dcgm_scrape_failures: Counter
     dcgm_up: Gauge
     dcgm_values_dropped: Counter
+    kafka_refused: Counter
 
     @classmethod
     def create(cls) -> AgentMetrics:
         r = CollectorRegistry()
         return cls(
             registry=r,
+            kafka_refused=Counter(
+                "fairlane_agent_kafka_refused",
+                "sends Kafka refused to this principal (ACL, authentication): fix its grants",
+                registry=r,
+            ),
             samples_read=Counter(
                 "fairlane_agent_samples_read", "node samples collected", registry=r
             ),
