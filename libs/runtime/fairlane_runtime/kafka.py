@@ -16,10 +16,12 @@ from aiokafka.errors import (
     KafkaError,
     SaslAuthenticationFailed,
 )
+from pydantic import ValidationError
 
 from fairlane_events.topics import ALL_TOPICS, TopicSpec
 from fairlane_runtime.errors import KafkaSecurityError, ServerUnavailableError, TopicMismatchError
 from fairlane_runtime.kafka_security import PLAINTEXT, KafkaSecurity
+from fairlane_runtime.settings import ServiceSettings
 
 __all__ = ["ensure_topics", "kafka_admin", "topic_partitions"]
 
@@ -163,13 +165,19 @@ async def ensure_topics(
 
 
 def main() -> None:
-    """``python -m fairlane_runtime.kafka --bootstrap HOST:PORT``: create Fairlane's topics."""
+    """``python -m fairlane_runtime.kafka --bootstrap HOST:PORT``: create Fairlane's topics,
+    authenticating with the ``FAIRLANE_KAFKA_*`` security settings of the environment (the
+    operator's principal, which may create topics)."""
     parser = argparse.ArgumentParser(description="Create Fairlane's Kafka topics if missing.")
     parser.add_argument("--bootstrap", default="127.0.0.1:19092")
     args = parser.parse_args()
     try:
-        created = asyncio.run(ensure_topics(args.bootstrap))
-    except (ServerUnavailableError, TopicMismatchError) as exc:
+        security = ServiceSettings().kafka_security()
+    except ValidationError as exc:
+        raise SystemExit(f"error: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+    try:
+        created = asyncio.run(ensure_topics(args.bootstrap, security=security))
+    except (ServerUnavailableError, TopicMismatchError, KafkaSecurityError) as exc:
         raise SystemExit(f"error: {exc}") from None
     print(f"topics ready ({len(created)} created: {', '.join(created) or 'none'})")
 
