@@ -13,12 +13,13 @@ from prometheus_client import make_asgi_app
 
 from fairlane_runtime.kafka import ensure_topics
 from fairlane_runtime.outage import OutageLog
+from fairlane_scheduler.adapters.dashboard_feed import DashboardFeed
 from fairlane_scheduler.adapters.live_gpus import LiveGpusCache
 from fairlane_scheduler.adapters.migrations import apply_migrations, load_migrations
 from fairlane_scheduler.adapters.outbox import OutboxRelay
 from fairlane_scheduler.adapters.scores import ScoresFollower
 from fairlane_scheduler.adapters.store import PlacementStore, connect_pool
-from fairlane_scheduler.api import extender
+from fairlane_scheduler.api import dashboard, extender
 from fairlane_scheduler.api.auth import TokenTable
 from fairlane_scheduler.api.deps import Runtime, SchedulerMetrics
 from fairlane_scheduler.api.errors import install_error_handlers
@@ -96,6 +97,17 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
             app.state.runtime = Runtime(
                 service, store, fleet, follower, metrics, fresh_gpus, policy, live_gpus
             )
+            feed = DashboardFeed(
+                fleet=fleet,
+                live_gpus=live_gpus,
+                policy=policy,
+                store=store,
+                counters=lambda: {"score records the scheduler rejected": follower.rejected},
+                clock_ms=now_ms,
+                outage=metrics.outage("dashboard", "postgres"),
+            )
+            await feed.start()
+            app.state.dashboard = feed
             relay = OutboxRelay(
                 pool,
                 settings.kafka_bootstrap_servers,
@@ -118,6 +130,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 with contextlib.suppress(asyncio.CancelledError):
                     await expiry
                 await relay.stop()
+                await feed.stop()
                 await live_gpus.stop()
                 await follower.stop()
         finally:
@@ -135,5 +148,6 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
     install_error_handlers(app)
     app.include_router(router)
     app.include_router(extender.router)
+    app.include_router(dashboard.router)
     app.mount("/metrics", make_asgi_app(metrics.registry))
     return app
