@@ -13,7 +13,8 @@ say() { echo "debian-tool.sh: $*" >&2; }
 case ${1:-} in
   chromium) names=(chromium chromium-browser) package=chromium ;;
   prometheus) names=(prometheus) package=prometheus ;;
-  *) say "usage: $0 chromium|prometheus"; exit 2 ;;
+  promtool) names=(promtool) package=prometheus ;;
+  *) say "usage: $0 chromium|prometheus|promtool"; exit 2 ;;
 esac
 
 found() {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -14,6 +14,7 @@ from prometheus_client import make_asgi_app
 from fairlane_runtime.kafka import ensure_topics
 from fairlane_runtime.outage import OutageLog
 from fairlane_scheduler.adapters.dashboard_feed import DashboardFeed
+from fairlane_scheduler.adapters.fleet_metrics import FleetCollector
 from fairlane_scheduler.adapters.live_gpus import LiveGpusCache
 from fairlane_scheduler.adapters.migrations import apply_migrations, load_migrations
 from fairlane_scheduler.adapters.outbox import OutboxRelay
@@ -35,21 +36,56 @@ __all__ = ["create_app", "housekeeping"]
 log = logging.getLogger("fairlane.scheduler")
 
 
-async def housekeeping(service: PlacementService, interval_s: float, outage: OutageLog) -> None:
+async def housekeeping(
+    service: PlacementService,
+    interval_s: float,
+    outage: OutageLog,
+    observe: Callable[[], Awaitable[None]] | None = None,
+) -> None:
     """Every interval: expire placements whose lease ended, then place what waits and
-    now fits. Safe on every replica: Postgres decides who wins. While Postgres is away
-    each round fails; ``outage`` logs that twice (gone, back), not every round."""
+    now fits, then ``observe`` (the backlog gauges). Safe on every replica: Postgres
+    decides who wins. While Postgres is away each round fails; ``outage`` logs that
+    twice (gone, back), not every round."""
     while True:
         try:
             for placement in await service.expire_due():
                 log.info("placement %s (job %s) expired", placement.id, placement.job_id)
             for placement in await service.place_pending():
                 log.info("pending placement %s (job %s) placed", placement.id, placement.job_id)
+            if observe is not None:
+                await observe()
         except Exception as exc:  # noqa: BLE001 - sorted by OutageLog.record; loop goes on
             outage.record(exc)
         else:
             outage.succeeded()
         await asyncio.sleep(interval_s)
+
+
+async def _start_dashboard(runtime: Runtime) -> DashboardFeed:
+    """The dashboard's frames, drawn from what the API answers from."""
+    follower = runtime.follower
+    feed = DashboardFeed(
+        fleet=runtime.fleet,
+        live_gpus=runtime.live_gpus,
+        policy=runtime.policy,
+        store=runtime.store,
+        counters=lambda: {"score records the scheduler rejected": follower.rejected},
+        clock_ms=now_ms,
+        outage=runtime.metrics.outage("dashboard", "postgres"),
+    )
+    await feed.start()
+    return feed
+
+
+def _backlog_observer(
+    store: PlacementStore, metrics: SchedulerMetrics
+) -> Callable[[], Awaitable[None]]:
+    async def observe() -> None:
+        outbox, pending = await store.backlog()
+        metrics.outbox_backlog.set(outbox)
+        metrics.pending.set(pending)
+
+    return observe
 
 
 def create_app(settings: SchedulerSettings) -> FastAPI:
@@ -94,20 +130,10 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
             )
             live_gpus = LiveGpusCache(store, fleet, metrics.outage("allocation cache", "postgres"))
             await live_gpus.start()
-            app.state.runtime = Runtime(
+            app.state.runtime = runtime = Runtime(
                 service, store, fleet, follower, metrics, fresh_gpus, policy, live_gpus
             )
-            feed = DashboardFeed(
-                fleet=fleet,
-                live_gpus=live_gpus,
-                policy=policy,
-                store=store,
-                counters=lambda: {"score records the scheduler rejected": follower.rejected},
-                clock_ms=now_ms,
-                outage=metrics.outage("dashboard", "postgres"),
-            )
-            await feed.start()
-            app.state.dashboard = feed
+            app.state.dashboard = feed = await _start_dashboard(runtime)
             relay = OutboxRelay(
                 pool,
                 settings.kafka_bootstrap_servers,
@@ -115,11 +141,14 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 kafka_outage=metrics.outage("outbox relay", "kafka"),
             )
             await relay.start()
+            collector = FleetCollector(fleet, live_gpus, policy, relay, now_ms)
+            metrics.registry.register(collector)
             expiry = asyncio.create_task(
                 housekeeping(
                     service,
                     settings.expiry_interval_s,
                     metrics.outage("housekeeping", "postgres"),
+                    _backlog_observer(store, metrics),
                 ),
                 name="housekeeping",
             )
@@ -129,6 +158,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 expiry.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await expiry
+                metrics.registry.unregister(collector)
                 await relay.stop()
                 await feed.stop()
                 await live_gpus.stop()
