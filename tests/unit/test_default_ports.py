@@ -54,3 +54,10 @@ def test_service_and_test_server_defaults_are_not_ephemeral() -> None:
     }
     assert all(p < EPHEMERAL_FIRST for p in defaults.values()), defaults
     assert isinstance(scheduler.database_url, SecretStr)
+
+
+def test_the_live_evaluations_own_servers_listen_below_the_ephemeral_range() -> None:
+    text = (ROOT / "eval/fairlane_eval/live.py").read_text()
+    ports = [int(p) for p in re.findall(r'"--[a-z]+-port", type=int, default=(\d+)', text)]
+    assert len(ports) == 2
+    assert all(p < EPHEMERAL_FIRST for p in ports), ports
