@@ -5,13 +5,43 @@
 from __future__ import annotations
 
 import contextlib
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.processes import free_port, service, wait_for_http
+from tests.servers import ROOT
 
 TOKEN = "live-stack-admin-token"
+
+
+def debian_tool(name: str) -> str:
+    """The path of ``chromium``, ``prometheus`` or ``promtool``: Debian's package,
+    installed by scripts/debian-tool.sh when missing (never a browser download)."""
+    found = subprocess.run(
+        [str(ROOT / "scripts/debian-tool.sh"), name], check=True, capture_output=True, text=True
+    )
+    return found.stdout.strip()
+
+
+def pipeline_env(
+    kafka_bootstrap: str, prefix: str, tmp: Path
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The environment of every service of a test stack (one sample a second), and the
+    scorer's on top: its own consumer group and data dir, and a free web port."""
+    env = {
+        "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "FAIRLANE_INTERVAL_S": "1",
+        "FAIRLANE_HEARTBEAT_S": "5",
+    }
+    scorer_env = {
+        **env,
+        "FAIRLANE_APP_ID": f"scorer-{prefix}",
+        "FAIRLANE_WEB_PORT": str(free_port()),
+        "FAIRLANE_DATA_DIR": str(tmp / "scorer-data"),
+    }
+    return env, scorer_env
 
 
 @dataclass(frozen=True)
@@ -33,18 +63,9 @@ def live_stack(
     """Scorer and scheduler first; the agent once the scheduler answers, so the
     scheduler sees the fleet from its first sample."""
     (tmp / "scenario.toml").write_text(scenario)
-    scorer_port, api_port, agent_port = free_port(), free_port(), free_port()
-    env = {
-        "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
-        "FAIRLANE_INTERVAL_S": "1",
-        "FAIRLANE_HEARTBEAT_S": "5",
-    }
-    scorer_env = {
-        **env,
-        "FAIRLANE_APP_ID": f"scorer-{prefix}",
-        "FAIRLANE_WEB_PORT": str(scorer_port),
-        "FAIRLANE_DATA_DIR": str(tmp / "scorer-data"),
-    }
+    api_port, agent_port = free_port(), free_port()
+    env, scorer_env = pipeline_env(kafka_bootstrap, prefix, tmp)
+    scorer_port = scorer_env["FAIRLANE_WEB_PORT"]
     scheduler_env = {
         **env,
         "DATABASE_URL": database_url,

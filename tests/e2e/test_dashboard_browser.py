@@ -10,7 +10,6 @@ shows a placement made through the API. It leaves a screenshot in docs/dashboard
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ import httpx
 import pytest
 from playwright.async_api import Page, async_playwright
 
-from tests.live_stack import LiveStack, live_stack
+from tests.live_stack import LiveStack, debian_tool, live_stack
 
 pytestmark = pytest.mark.e2e
 
@@ -47,18 +46,6 @@ clock_factor = 0.3
 """
 
 
-def chromium() -> str:
-    """Debian's chromium, installed by the project's script when missing (never
-    Playwright's own browser download)."""
-    found = subprocess.run(
-        [str(ROOT / "scripts/debian-tool.sh"), "chromium"],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return found.stdout.strip()
-
-
 @pytest.fixture
 def stack(
     kafka_bootstrap: str, database_url: str, tmp_path: Path, unique: str
@@ -71,7 +58,8 @@ def stack(
 async def page() -> AsyncIterator[Page]:
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(
-            executable_path=chromium(), args=["--no-sandbox", "--disable-dev-shm-usage"]
+            executable_path=debian_tool("chromium"),
+            args=["--no-sandbox", "--disable-dev-shm-usage"],
         )
         try:
             yield await browser.new_page(viewport={"width": 1280, "height": 900})

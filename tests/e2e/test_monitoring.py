@@ -21,7 +21,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.live_stack import LiveStack, live_stack
+from tests.live_stack import LiveStack, debian_tool, live_stack
 from tests.processes import free_port
 
 pytestmark = pytest.mark.e2e
@@ -39,13 +39,6 @@ models = ["{MODEL}"]
 degraded_fraction = 0.0
 """
 _COMPARISON = re.compile(r"^(?P<lhs>.+?)\s*(?:[<>]=?|[!=]=)\s*[\d.]+$", re.DOTALL)
-
-
-def tool(name: str) -> str:
-    found = subprocess.run(
-        [str(ROOT / "scripts/debian-tool.sh"), name], check=True, capture_output=True, text=True
-    )
-    return found.stdout.strip()
 
 
 def rules() -> list[dict[str, Any]]:
@@ -85,7 +78,7 @@ def config_for(stack: LiveStack, tmp: Path) -> Path:
     shutil.copy(MONITORING / "rules.yml", tmp / "rules.yml")
     path = tmp / "prometheus.yml"
     path.write_text(yaml.safe_dump(config))
-    subprocess.run([tool("promtool"), "check", "config", str(path)], check=True)
+    subprocess.run([debian_tool("promtool"), "check", "config", str(path)], check=True)
     return path
 
 
@@ -95,7 +88,7 @@ def prometheus(config: Path, tmp: Path) -> Iterator[str]:
     with (tmp / "prometheus.log").open("wb") as log:
         proc = subprocess.Popen(
             [
-                tool("prometheus"),
+                debian_tool("prometheus"),
                 f"--config.file={config}",
                 f"--storage.tsdb.path={tmp / 'tsdb'}",
                 f"--web.listen-address=127.0.0.1:{port}",
@@ -142,7 +135,9 @@ def query(prom: str, promql: str) -> list[Any]:
 def test_every_rule_and_panel_returns_data_on_a_real_prometheus(
     stack: LiveStack, tmp_path: Path
 ) -> None:
-    subprocess.run([tool("promtool"), "check", "rules", str(MONITORING / "rules.yml")], check=True)
+    subprocess.run(
+        [debian_tool("promtool"), "check", "rules", str(MONITORING / "rules.yml")], check=True
+    )
     place_a_job(stack)
     wanted = queries()
     with prometheus(config_for(stack, tmp_path), tmp_path) as prom:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -27,6 +27,7 @@ from fairlane_scheduler.api.errors import install_error_handlers
 from fairlane_scheduler.api.routes import router
 from fairlane_scheduler.clock import now_ms
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
+from fairlane_scheduler.core.model import Placement
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.service import PlacementService, PortRange
 from fairlane_scheduler.settings import SchedulerSettings
@@ -61,14 +62,22 @@ async def housekeeping(
         await asyncio.sleep(interval_s)
 
 
+_DASHBOARD_LIST_LIMIT = 200  # placements and queue entries a dashboard lists
+
+
 async def _start_dashboard(runtime: Runtime) -> DashboardFeed:
     """The dashboard's frames, drawn from what the API answers from."""
-    follower = runtime.follower
+    follower, store, live_gpus = runtime.follower, runtime.store, runtime.live_gpus
+
+    async def lists() -> tuple[Sequence[Placement], Sequence[Placement]]:
+        placed = await store.page(None, "placed", _DASHBOARD_LIST_LIMIT, None)
+        return placed, [p for p, _ in await store.pending(_DASHBOARD_LIST_LIMIT)]
+
     feed = DashboardFeed(
         fleet=runtime.fleet,
-        live_gpus=runtime.live_gpus,
+        allocated=lambda: live_gpus.current,
         policy=runtime.policy,
-        store=runtime.store,
+        lists=lists,
         counters=lambda: {"score records the scheduler rejected": follower.rejected},
         clock_ms=now_ms,
         outage=runtime.metrics.outage("dashboard", "postgres"),

@@ -12,21 +12,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Mapping, Sequence
 
 from fairlane_runtime.outage import OutageLog
-from fairlane_scheduler.adapters.live_gpus import LiveGpusCache
-from fairlane_scheduler.adapters.store import PlacementStore
 from fairlane_scheduler.core.dashboard import Frame, ScoreHistory, cell
 from fairlane_scheduler.core.fleet import FleetView
+from fairlane_scheduler.core.model import Placement
 from fairlane_scheduler.core.nodes import fleet_gpu_states
 from fairlane_scheduler.core.placement import PlacementPolicy
 
-__all__ = ["DashboardFeed"]
+__all__ = ["DashboardFeed", "PlacementLists"]
 
 log = logging.getLogger("fairlane.scheduler.dashboard")
 
-_LIST_LIMIT = 200  # placements and queue entries a page lists (newest / first in line)
+#: Live placements (newest first) and the queue (in the order it is tried), from Postgres.
+PlacementLists = Callable[[], Awaitable[tuple[Sequence[Placement], Sequence[Placement]]]]
 
 
 class DashboardFeed:
@@ -34,18 +34,18 @@ class DashboardFeed:
         self,
         *,
         fleet: FleetView,
-        live_gpus: LiveGpusCache,
+        allocated: Callable[[], Collection[str]],
         policy: PlacementPolicy,
-        store: PlacementStore,
+        lists: PlacementLists,
         counters: Callable[[], Mapping[str, int]],
         clock_ms: Callable[[], int],
         outage: OutageLog,
         interval_s: float = 1.0,
     ) -> None:
         self._fleet = fleet
-        self._live_gpus = live_gpus
-        self._policy = policy
-        self._store = store
+        self._allocated = allocated
+        self.policy = policy
+        self._lists = lists
         self._counters = counters
         self._clock_ms = clock_ms
         self._outage = outage
@@ -76,13 +76,12 @@ class DashboardFeed:
         if self.watchers == 0 and self.latest is not None:
             return
         now = self._clock_ms()
-        states = fleet_gpu_states(self._fleet, self._live_gpus.current, self._policy, now)
+        states = fleet_gpu_states(self._fleet, self._allocated(), self.policy, now)
         rows = {node: [cell(g) for g in gpus] for node, gpus in states.items()}
         last = self.latest
         placements, pending = (last.placements, last.pending) if last else ((), ())
         try:
-            placements = await self._store.page(None, "placed", _LIST_LIMIT, None)
-            pending = [p for p, _ in await self._store.pending(_LIST_LIMIT)]
+            placements, pending = await self._lists()
         except Exception as exc:  # noqa: BLE001 - sorted by OutageLog.record; frames go on
             self._outage.record(exc)  # the page keeps the last lists it had
         else:
@@ -105,7 +104,7 @@ class DashboardFeed:
                 await self._changed.wait()
             return self.latest
 
-    async def frames(self) -> AsyncIterator[Frame]:
+    async def frames(self) -> AsyncGenerator[Frame, None]:
         """The latest frame now, then each new one as it is drawn (a slow page skips
         frames rather than queueing them: the next diff covers what it missed)."""
         self.watchers += 1

@@ -11,8 +11,9 @@ namespace's placements and queue.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from importlib import resources
 from typing import Annotated, Any
 
@@ -25,7 +26,7 @@ from fairlane_scheduler.api.auth import DASHBOARD_COOKIE, Caller, TokenTable, Vi
 from fairlane_scheduler.core.dashboard import Frame, diff_frames, placement_row
 from fairlane_scheduler.errors import NotFoundError
 
-__all__ = ["router"]
+__all__ = ["frame_events", "router"]
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 
@@ -100,12 +101,11 @@ async def history(uuid: str, feed: FeedDep, _: ViewerDep) -> JSONResponse:
 
 
 @router.get("/events")
-async def events(request: Request, feed: FeedDep, caller: ViewerDep) -> StreamingResponse:
+async def events(feed: FeedDep, caller: ViewerDep) -> StreamingResponse:
     """``event: frame`` once a second at most: the first is the whole fleet, the next
     only the node rows that changed; lists and counters come when they change."""
-    threshold = request.app.state.runtime.policy.threshold
     return StreamingResponse(
-        _stream(feed, caller, threshold),
+        frame_events(feed, caller),
         media_type="text/event-stream",
         headers={**_NO_STORE, "X-Accel-Buffering": "no"},
     )
@@ -122,31 +122,36 @@ def _visible(caller: Caller, frame: Frame) -> tuple[list[dict[str, Any]], list[d
     )
 
 
-async def _stream(feed: DashboardFeed, caller: Caller, threshold: float) -> AsyncIterator[str]:
+async def frame_events(feed: DashboardFeed, caller: Caller) -> AsyncGenerator[str, None]:
+    """The text of the event stream: one ``frame`` event per new frame that changes
+    something for this caller, a keepalive comment now and then otherwise."""
     sent: dict[str, Any] = {}
     rows_sent = None
     quiet = 0
-    async for frame in feed.frames():
-        rows, removed = diff_frames(rows_sent, frame.rows)
-        placements, pending = _visible(caller, frame)
-        payload: dict[str, Any] = {"seq": frame.seq, "ts_ms": frame.ts_ms}
-        if rows_sent is None:
-            payload.update(full=True, threshold=threshold)
-        if rows or rows_sent is None:
-            payload["rows"] = rows
-        if removed:
-            payload["removed"] = removed
-        for key, value in (
-            ("placements", placements),
-            ("pending", pending),
-            ("counters", dict(frame.counters)),
-        ):
-            if sent.get(key) != value:
-                payload[key] = sent[key] = value
-        rows_sent = frame.rows
-        if len(payload) > 2:  # more than seq and time: something changed
-            quiet = 0
-            yield f"event: frame\ndata: {json.dumps(payload, separators=(',', ':'))}\n\n"
-        elif (quiet := quiet + 1) >= _KEEPALIVE_FRAMES:
-            quiet = 0
-            yield ": keepalive\n\n"
+    # aclosing: a page that goes away closes the feed's generator now (and so stops
+    # counting as a watcher), not whenever the garbage collector finds it.
+    async with contextlib.aclosing(feed.frames()) as frames:
+        async for frame in frames:
+            rows, removed = diff_frames(rows_sent, frame.rows)
+            placements, pending = _visible(caller, frame)
+            payload: dict[str, Any] = {"seq": frame.seq, "ts_ms": frame.ts_ms}
+            if rows_sent is None:
+                payload.update(full=True, threshold=feed.policy.threshold)
+            if rows or rows_sent is None:
+                payload["rows"] = rows
+            if removed:
+                payload["removed"] = removed
+            for key, value in (
+                ("placements", placements),
+                ("pending", pending),
+                ("counters", dict(frame.counters)),
+            ):
+                if sent.get(key) != value:
+                    payload[key] = sent[key] = value
+            rows_sent = frame.rows
+            if len(payload) > 2:  # more than seq and time: something changed
+                quiet = 0
+                yield f"event: frame\ndata: {json.dumps(payload, separators=(',', ':'))}\n\n"
+            elif (quiet := quiet + 1) >= _KEEPALIVE_FRAMES:
+                quiet = 0
+                yield ": keepalive\n\n"
