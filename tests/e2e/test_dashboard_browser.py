@@ -3,8 +3,9 @@ Playwright, against the agent (a short hot-aisle scenario), the scorer and the s
 running as processes on real Kafka and Postgres.
 
 The page logs in with the admin token, shows the simulated fleet, sees a GPU of the hot
-node go from free to held out (below the threshold, then cooling) without a reload, and
-shows a placement made through the API. It leaves a screenshot in docs/dashboard.png.
+node go from free to held out (below the threshold or cooling) without a reload, and
+shows a placement made through the API and a node sample the scorer dead-lettered.
+It leaves a screenshot in docs/dashboard.png.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from aiokafka import AIOKafkaProducer
 from playwright.async_api import Page, async_playwright
 
+from fairlane_events.topics import NODE_SAMPLES
 from tests.live_stack import LiveStack, debian_tool, live_stack
 
 pytestmark = pytest.mark.e2e
@@ -73,7 +76,14 @@ def cell_states(node: str) -> str:
     )
 
 
-async def test_the_dashboard_shows_the_fleet_live(stack: LiveStack, page: Page) -> None:
+async def dead_letters_shown(page: Page, selector: str) -> int:
+    shown = await page.query_selector(selector)
+    return 0 if shown is None else int(await shown.inner_text())
+
+
+async def test_the_dashboard_shows_the_fleet_live(
+    stack: LiveStack, page: Page, kafka_bootstrap: str
+) -> None:
     hot_node, calm_node = stack.node(0), stack.node(1)
     await page.goto(f"{stack.url}/dashboard")
     await page.fill("#token", stack.token)
@@ -105,6 +115,20 @@ async def test_the_dashboard_shows_the_fleet_live(stack: LiveStack, page: Page) 
         await page.wait_for_selector(f'.cell[data-uuid="{gpu["uuid"]}"][data-state="allocated"]')
     assert time.monotonic() - started < 10
     assert await page.evaluate("window.__notReloaded") is True
+
+    # A node sample the scorer cannot read is dead-lettered, and counted on the page.
+    counter = f'[data-counter="dead-lettered from {NODE_SAMPLES}"]'
+    before = await dead_letters_shown(page, counter)
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(NODE_SAMPLES, b"not a node sample", key=b"dash")
+    finally:
+        await producer.stop()
+    await page.wait_for_function(
+        f"Number(document.querySelector('{counter}')?.textContent ?? 0) > {before}",
+        timeout=30_000,
+    )
 
     # The breakdown and history of a throttled GPU, for the screenshot in the docs.
     await page.click(f'[data-node="{hot_node}"] .cell >> nth=0')

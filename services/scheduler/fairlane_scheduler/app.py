@@ -14,6 +14,7 @@ from prometheus_client import make_asgi_app
 from fairlane_runtime.kafka import ensure_topics
 from fairlane_runtime.outage import OutageLog
 from fairlane_scheduler.adapters.dashboard_feed import DashboardFeed
+from fairlane_scheduler.adapters.dead_letters import DeadLetterTally
 from fairlane_scheduler.adapters.fleet_metrics import FleetCollector
 from fairlane_scheduler.adapters.live_gpus import LiveGpusCache
 from fairlane_scheduler.adapters.migrations import apply_migrations, load_migrations
@@ -65,8 +66,13 @@ async def housekeeping(
 _DASHBOARD_LIST_LIMIT = 200  # placements and queue entries a dashboard lists
 
 
-async def _start_dashboard(runtime: Runtime) -> DashboardFeed:
-    """The dashboard's frames, drawn from what the API answers from."""
+async def _start_dashboard(
+    runtime: Runtime, bootstrap: str
+) -> tuple[DashboardFeed, DeadLetterTally]:
+    """The dashboard's frames, drawn from what the API answers from, and the tally of
+    dead letters it shows."""
+    dead_letters = DeadLetterTally(bootstrap)
+    await dead_letters.start()
     follower, store, live_gpus = runtime.follower, runtime.store, runtime.live_gpus
 
     async def lists() -> tuple[Sequence[Placement], Sequence[Placement]]:
@@ -78,12 +84,15 @@ async def _start_dashboard(runtime: Runtime) -> DashboardFeed:
         allocated=lambda: live_gpus.current,
         policy=runtime.policy,
         lists=lists,
-        counters=lambda: {"score records the scheduler rejected": follower.rejected},
+        counters=lambda: {
+            "score records the scheduler rejected": follower.rejected,
+            **dead_letters.as_counters(),
+        },
         clock_ms=now_ms,
         outage=runtime.metrics.outage("dashboard", "postgres"),
     )
     await feed.start()
-    return feed
+    return feed, dead_letters
 
 
 def _backlog_observer(
@@ -142,7 +151,8 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
             app.state.runtime = runtime = Runtime(
                 service, store, fleet, follower, metrics, fresh_gpus, policy, live_gpus
             )
-            app.state.dashboard = feed = await _start_dashboard(runtime)
+            feed, dead_letters = await _start_dashboard(runtime, settings.kafka_bootstrap_servers)
+            app.state.dashboard = feed
             relay = OutboxRelay(
                 pool,
                 settings.kafka_bootstrap_servers,
@@ -150,8 +160,9 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 kafka_outage=metrics.outage("outbox relay", "kafka"),
             )
             await relay.start()
-            collector = FleetCollector(fleet, live_gpus, policy, relay, now_ms)
-            metrics.registry.register(collector)
+            metrics.registry.register(
+                collector := FleetCollector(fleet, live_gpus, policy, relay, now_ms)
+            )
             expiry = asyncio.create_task(
                 housekeeping(
                     service,
@@ -170,6 +181,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 metrics.registry.unregister(collector)
                 await relay.stop()
                 await feed.stop()
+                await dead_letters.stop()
                 await live_gpus.stop()
                 await follower.stop()
         finally:
