@@ -58,13 +58,20 @@ class LiveStack:
 
 @contextlib.contextmanager
 def live_stack(
-    kafka_bootstrap: str, database_url: str, tmp: Path, prefix: str, scenario: str
+    kafka_bootstrap: str,
+    database_url: str,
+    tmp: Path,
+    prefix: str,
+    scenario: str,
+    scorer_settings: dict[str, str] | None = None,
 ) -> Iterator[LiveStack]:
     """Scorer and scheduler first; the agent once the scheduler answers, so the
-    scheduler sees the fleet from its first sample."""
+    scheduler sees the fleet from its first sample. ``scorer_settings``: more of the
+    scorer's environment (a shorter history window, say)."""
     (tmp / "scenario.toml").write_text(scenario)
     api_port, agent_port = free_port(), free_port()
     env, scorer_env = pipeline_env(kafka_bootstrap, prefix, tmp)
+    scorer_env |= scorer_settings or {}
     scorer_port = scorer_env["FAIRLANE_WEB_PORT"]
     scheduler_env = {
         **env,

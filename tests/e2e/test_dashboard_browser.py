@@ -3,7 +3,7 @@ Playwright, against the agent (a short hot-aisle scenario), the scorer and the s
 running as processes on real Kafka and Postgres.
 
 The page logs in with the admin token, shows the simulated fleet, sees a GPU of the hot
-node go from free to held out (below the threshold or cooling) without a reload, and
+node go from free to below the threshold, then to cooling, without a reload, and
 shows a placement made through the API and a node sample the scorer dead-lettered.
 It leaves a screenshot in docs/dashboard.png.
 """
@@ -28,8 +28,11 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "A100-40GB"  # no other test's fleet has it, so placements land on this fleet
 HELD_OUT = ("below threshold", "cooling")
+SHORT_MEMORY = {"FAIRLANE_HISTORY_S": "20", "FAIRLANE_RECENT_WINDOW_S": "10"}
 
-# Node 0 heats up 10 s after the agent starts and throttles hard; node 1 stays calm.
+# Node 0 heats up 10 s after the agent starts and throttles hard for 20 s; node 1 stays
+# calm. With the scorer's history cut to 20 s, node 0's scores come back above the
+# threshold soon after, and its GPUs are cooling for the scheduler's 60 s window.
 SCENARIO = f"""
 name = "dashboard hot aisle"
 
@@ -43,7 +46,7 @@ degraded_fraction = 0.0
 kind = "thermal"
 nodes = [0]
 start_s = 10
-duration_s = 600
+duration_s = 20
 ramp_s = 3
 clock_factor = 0.3
 """
@@ -53,7 +56,8 @@ clock_factor = 0.3
 def stack(
     kafka_bootstrap: str, database_url: str, tmp_path: Path, unique: str
 ) -> Iterator[LiveStack]:
-    with live_stack(kafka_bootstrap, database_url, tmp_path, f"dash-{unique}", SCENARIO) as s:
+    prefix = f"dash-{unique}"
+    with live_stack(kafka_bootstrap, database_url, tmp_path, prefix, SCENARIO, SHORT_MEMORY) as s:
         yield s
 
 
@@ -97,6 +101,12 @@ async def test_the_dashboard_shows_the_fleet_live(
     held_out = " || ".join(f"s === '{s}'" for s in HELD_OUT)
     await page.wait_for_function(f"{cell_states(hot_node)}.every(s => {held_out})", timeout=90_000)
     assert await page.evaluate(f"{cell_states(calm_node)}") == ["free"] * 4
+    # Then, back above the threshold, they are cooling until the window has passed.
+    await page.wait_for_function(
+        f"{cell_states(hot_node)}.some(s => s === 'cooling')", timeout=60_000
+    )
+    cooling = page.locator(f'[data-node="{hot_node}"] .cell[data-state="cooling"]').first
+    assert "cooling until" in (await cooling.get_attribute("title") or "")
 
     # A placement made through the API shows up, and its GPUs turn allocated.
     started = time.monotonic()
