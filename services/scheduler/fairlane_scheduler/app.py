@@ -161,7 +161,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
             )
             await relay.start()
             metrics.registry.register(
-                collector := FleetCollector(fleet, live_gpus, policy, relay, now_ms)
+                collector := FleetCollector(fleet, lambda: live_gpus.current, policy, relay, now_ms)
             )
             expiry = asyncio.create_task(
                 housekeeping(

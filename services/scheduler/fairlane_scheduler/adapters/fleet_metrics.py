@@ -12,12 +12,11 @@ the view it reads:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from fairlane_scheduler.adapters.live_gpus import LiveGpusCache
 from fairlane_scheduler.adapters.outbox import OutboxRelay
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.nodes import node_summaries
@@ -37,13 +36,13 @@ class FleetCollector(Collector):
     def __init__(
         self,
         fleet: FleetView,
-        live_gpus: LiveGpusCache,
+        allocated: Callable[[], Collection[str]],
         policy: PlacementPolicy,
-        relay: OutboxRelay,
+        relay: OutboxRelay | None,
         clock_ms: Callable[[], int],
     ) -> None:
         self._fleet = fleet
-        self._live_gpus = live_gpus
+        self._allocated = allocated
         self._policy = policy
         self._relay = relay
         self._clock_ms = clock_ms
@@ -51,9 +50,7 @@ class FleetCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         fleet = self._fleet
         counts: Counter[str] = Counter(dict.fromkeys(STATES, 0))
-        for summary in node_summaries(
-            fleet, self._live_gpus.current, self._policy, self._clock_ms()
-        ):
+        for summary in node_summaries(fleet, self._allocated(), self._policy, self._clock_ms()):
             counts.update(summary.states)
         by_state = GaugeMetricFamily(
             "fairlane_scheduler_gpus", "GPUs by the placement filter's state", labels=["state"]
@@ -77,13 +74,14 @@ class FleetCollector(Collector):
                 [record.node, str(record.index), record.uuid, record.model], record.score
             )
         yield score
-        yield CounterMetricFamily(
-            "fairlane_scheduler_outbox_published",
-            "outbox events this replica published to Kafka",
-            value=self._relay.published,
-        )
-        yield GaugeMetricFamily(
-            "fairlane_scheduler_outbox_leader",
-            "1 while this replica relays the outbox",
-            value=int(self._relay.is_leader),
-        )
+        if self._relay is not None:
+            yield CounterMetricFamily(
+                "fairlane_scheduler_outbox_published",
+                "outbox events this replica published to Kafka",
+                value=self._relay.published,
+            )
+            yield GaugeMetricFamily(
+                "fairlane_scheduler_outbox_leader",
+                "1 while this replica relays the outbox",
+                value=int(self._relay.is_leader),
+            )
