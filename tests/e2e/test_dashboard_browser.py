@@ -10,6 +10,7 @@ It leaves a screenshot in docs/dashboard.png.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -80,6 +81,16 @@ def cell_states(node: str) -> str:
     )
 
 
+async def until(page: Page, expression: str, timeout_s: float) -> None:
+    """Poll a JavaScript expression from here until it is true. Not
+    ``page.wait_for_function``: that evaluates a string inside the page, which the
+    page's Content-Security-Policy (no eval) rightly refuses."""
+    deadline = time.monotonic() + timeout_s
+    while not await page.evaluate(expression):
+        assert time.monotonic() < deadline, f"not true after {timeout_s} s: {expression}"
+        await asyncio.sleep(0.25)
+
+
 async def dead_letters_shown(page: Page, selector: str) -> int:
     shown = await page.query_selector(selector)
     return 0 if shown is None else int(await shown.inner_text())
@@ -89,22 +100,25 @@ async def test_the_dashboard_shows_the_fleet_live(
     stack: LiveStack, page: Page, kafka_bootstrap: str
 ) -> None:
     hot_node, calm_node = stack.node(0), stack.node(1)
+    # Script errors and Content-Security-Policy violations (the page's own policy) show
+    # up here; the 401 of the session check before signing in is expected.
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
     await page.goto(f"{stack.url}/dashboard")
     await page.fill("#token", stack.token)
     await page.click("#login button")
     await page.wait_for_selector(f'[data-node="{calm_node}"] .cell', timeout=60_000)
-    await page.wait_for_function(f"{cell_states(hot_node)}.length === 4", timeout=30_000)
+    await until(page, f"{cell_states(hot_node)}.length === 4", timeout_s=30)
     await page.evaluate("window.__notReloaded = true")
 
     # The hot node's GPUs start healthy, then fall out as they throttle: live.
-    await page.wait_for_function(f"{cell_states(hot_node)}.some(s => s === 'free')", timeout=30_000)
+    await until(page, f"{cell_states(hot_node)}.some(s => s === 'free')", timeout_s=30)
     held_out = " || ".join(f"s === '{s}'" for s in HELD_OUT)
-    await page.wait_for_function(f"{cell_states(hot_node)}.every(s => {held_out})", timeout=90_000)
+    await until(page, f"{cell_states(hot_node)}.every(s => {held_out})", timeout_s=90)
     assert await page.evaluate(f"{cell_states(calm_node)}") == ["free"] * 4
     # Then, back above the threshold, they are cooling until the window has passed.
-    await page.wait_for_function(
-        f"{cell_states(hot_node)}.some(s => s === 'cooling')", timeout=60_000
-    )
+    await until(page, f"{cell_states(hot_node)}.some(s => s === 'cooling')", timeout_s=60)
     cooling = page.locator(f'[data-node="{hot_node}"] .cell[data-state="cooling"]').first
     assert "cooling until" in (await cooling.get_attribute("title") or "")
 
@@ -135,14 +149,16 @@ async def test_the_dashboard_shows_the_fleet_live(
         await producer.send_and_wait(NODE_SAMPLES, b"not a node sample", key=b"dash")
     finally:
         await producer.stop()
-    await page.wait_for_function(
+    await until(
+        page,
         f"Number(document.querySelector('{counter}')?.textContent ?? 0) > {before}",
-        timeout=30_000,
+        timeout_s=30,
     )
 
     # The breakdown and history of a throttled GPU, for the screenshot in the docs.
     await page.click(f'[data-node="{hot_node}"] .cell >> nth=0')
     await page.wait_for_selector("#chart canvas")
     assert "clock" in (await page.inner_text("#detail-components"))
+    assert [e for e in errors if "401" not in e] == []
     if os.environ.get("FAIRLANE_DASHBOARD_SCREENSHOT", "1") == "1":
         await page.screenshot(path=str(ROOT / "docs/dashboard.png"), full_page=True)

@@ -38,6 +38,17 @@ _ASSETS = {  # name -> media type: the only files served, nothing looked up by p
     "vendor/uplot.min.css": "text/css",
 }
 _KEEPALIVE_FRAMES = 15  # with nothing to send, a comment line this often keeps proxies open
+_NO_STORE = {"Cache-Control": "no-store"}
+# The page runs only its own files: no inline script, nothing from elsewhere, no framing.
+_PAGE_HEADERS = {
+    **_NO_STORE,
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
 
 
 def _feed(request: Request) -> DashboardFeed:
@@ -54,7 +65,7 @@ class SessionIn(BaseModel):
 
 @router.get("", response_class=HTMLResponse)
 async def page() -> HTMLResponse:
-    return HTMLResponse((_STATIC / "index.html").read_text(), headers=_NO_STORE)
+    return HTMLResponse((_STATIC / "index.html").read_text(), headers=_PAGE_HEADERS)
 
 
 @router.get("/static/{name:path}")
@@ -62,7 +73,11 @@ async def asset(name: str) -> Response:
     media_type = _ASSETS.get(name)
     if media_type is None:
         raise NotFoundError(f"no dashboard asset {name!r}")
-    return Response((_STATIC / name).read_bytes(), media_type=media_type)
+    return Response(
+        (_STATIC / name).read_bytes(),
+        media_type=media_type,
+        headers={"X-Content-Type-Options": "nosniff"},
+    )
 
 
 @router.get("/session")
@@ -109,9 +124,6 @@ async def events(feed: FeedDep, caller: ViewerDep) -> StreamingResponse:
         media_type="text/event-stream",
         headers={**_NO_STORE, "X-Accel-Buffering": "no"},
     )
-
-
-_NO_STORE = {"Cache-Control": "no-store"}
 
 
 def _visible(caller: Caller, frame: Frame) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
