@@ -124,6 +124,7 @@ up() {
 
 Fairlane is running ($(curl -s "$API/readyz")).
   API           $API          (OpenAPI docs: $API/docs)
+  dashboard     $API/dashboard   (sign in with the admin token in $TOKEN_FILE)
   scorer        http://127.0.0.1:6067/metrics
   Kafka         $KAFKA_BOOTSTRAP_SERVERS      Postgres $DATABASE_URL
   logs          $LOG_DIR/{scorer,scheduler,agent}.log

@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+import yaml
 from pydantic_settings import BaseSettings
 
 from fairlane_agent.settings import AgentSettings
@@ -124,6 +125,7 @@ def test_the_profiles_are_the_documented_ones() -> None:
     assert "dcgm" in profiles()
     assert set(services(None)) == {"kafka", "postgres", "topics", "scorer", "scheduler", "agent"}
     assert set(services("dcgm")) - set(services(None)) == {"dcgm-bridge"}
+    assert set(services("monitoring")) - set(services(None)) == {"prometheus", "grafana"}
 
 
 @pytest.mark.parametrize("profile", ALL_PROFILES)
@@ -261,3 +263,62 @@ def test_the_dcgm_bridge_scrapes_the_exporters_given_beside_the_simulated_fleet(
     assert env["FAIRLANE_DCGM_URL"] == "http://host.docker.internal:9400/metrics"
     assert env["FAIRLANE_METRICS_PORT"] != "9400"  # dcgm-exporter's own port
     assert bridge["extra_hosts"] == ["host.docker.internal=host-gateway"]
+
+
+def mounts(service: dict[str, Any]) -> dict[str, Path]:
+    """Container path -> host path of the service's bind mounts (all read-only)."""
+    found = {}
+    for volume in service.get("volumes", []):
+        assert volume["type"] == "bind"
+        assert volume["read_only"] is True
+        found[volume["target"]] = Path(volume["source"])
+    return found
+
+
+def test_prometheus_scrapes_every_fairlane_service_where_it_listens() -> None:
+    rendered_services = services("monitoring")
+    prometheus = rendered_services["prometheus"]
+    (config_flag,) = [c for c in prometheus["command"] if c.startswith("--config.file=")]
+    config_path = Path(config_flag.split("=", 1)[1])
+    host_dir = mounts(prometheus)[str(config_path.parent)]
+    assert host_dir == ROOT / "deploy/monitoring"
+    config = yaml.safe_load((host_dir / config_path.name).read_text())
+    for rule_file in config["rule_files"]:
+        assert (host_dir / rule_file).is_file(), rule_file
+    port_setting = {
+        "fairlane-agent": "FAIRLANE_METRICS_PORT",
+        "fairlane-scorer": "FAIRLANE_WEB_PORT",
+        "fairlane-scheduler": "FAIRLANE_PORT",
+    }
+    scraped = {}
+    for job in config["scrape_configs"]:
+        (target,) = [t for c in job["static_configs"] for t in c["targets"]]
+        host, port = target.split(":")
+        service = rendered_services[host]
+        command = service["command"][0]
+        assert job["job_name"] == command, f"job {job['job_name']} scrapes {host} ({command})"
+        assert service["environment"][port_setting[command]] == port, job["job_name"]
+        scraped[command] = host
+    assert set(scraped) == set(port_setting)  # every kind of Fairlane service
+    assert published(prometheus) == {9090: ("127.0.0.1", 9090)}
+
+
+def test_grafana_is_provisioned_with_the_prometheus_and_the_dashboard() -> None:
+    grafana, prometheus = services("monitoring")["grafana"], services("monitoring")["prometheus"]
+    files = mounts(grafana)
+    for host in files.values():
+        assert host.is_file(), host
+        assert host.is_relative_to(ROOT / "deploy/monitoring/grafana")
+    (datasources,) = [h for t, h in files.items() if "/provisioning/datasources/" in t]
+    (source,) = yaml.safe_load(datasources.read_text())["datasources"]
+    assert urlsplit(source["url"]).netloc == f"prometheus:{next(iter(published(prometheus)))}"
+    (provider_file,) = [
+        h for t, h in files.items() if "/provisioning/dashboards/" in t and t.endswith(".yml")
+    ]
+    (provider,) = yaml.safe_load(provider_file.read_text())["providers"]
+    dashboards = [t for t in files if t.endswith(".json")]
+    assert dashboards
+    assert all(Path(t).parent == Path(provider["options"]["path"]) for t in dashboards)
+    dashboard = json.loads(files[dashboards[0]].read_text())
+    uids = {t["datasource"]["uid"] for p in dashboard["panels"] for t in p["targets"]}
+    assert uids == {source["uid"]}

@@ -26,6 +26,7 @@ from fairlane_events.records import DeadLetter
 from fairlane_events.topics import DEAD_LETTER, NODE_SAMPLES
 from fairlane_scheduler.api.deps import Runtime
 from fairlane_scheduler.settings import SchedulerSettings
+from tests.live_stack import pipeline_env
 from tests.processes import free_port, service, wait_for_http
 from tests.scheduler_harness import running_scheduler
 
@@ -46,18 +47,8 @@ class Stack:
 def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("e2e")
     prefix = f"e2e-{os.getpid()}"
-    web_port = free_port()
-    env = {
-        "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
-        "FAIRLANE_INTERVAL_S": "1",
-        "FAIRLANE_HEARTBEAT_S": "5",
-    }
-    scorer_env = {
-        **env,
-        "FAIRLANE_APP_ID": f"scorer-{prefix}",
-        "FAIRLANE_WEB_PORT": str(web_port),
-        "FAIRLANE_DATA_DIR": str(tmp / "scorer-data"),
-    }
+    env, scorer_env = pipeline_env(kafka_bootstrap, prefix, tmp)
+    web_port = scorer_env["FAIRLANE_WEB_PORT"]
     agent_args = ["--nodes", "3", "--node-prefix", prefix, "--degraded-fraction", "0.25"]
     agent_args += ["--seed", "11", "--metrics-port", "0", "--backend", "sim"]
     with (

@@ -6,21 +6,25 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from prometheus_client import make_asgi_app
 
 from fairlane_runtime.kafka import ensure_topics
+from fairlane_runtime.kafka_security import KafkaSecurity
 from fairlane_runtime.outage import OutageLog
+from fairlane_scheduler.adapters.dashboard_feed import DashboardFeed
+from fairlane_scheduler.adapters.dead_letters import DeadLetterTally
+from fairlane_scheduler.adapters.fleet_metrics import FleetCollector
 from fairlane_scheduler.adapters.live_gpus import LiveGpusCache
 from fairlane_scheduler.adapters.migrations import apply_migrations, load_migrations
 from fairlane_scheduler.adapters.outbox import OutboxRelay
 from fairlane_scheduler.adapters.pg_tls import client_ssl
 from fairlane_scheduler.adapters.scores import ScoresFollower
 from fairlane_scheduler.adapters.store import PlacementStore, connect_pool
-from fairlane_scheduler.api import extender
+from fairlane_scheduler.api import dashboard, extender
 from fairlane_scheduler.api.auth import TokenTable
 from fairlane_scheduler.api.deps import Runtime, SchedulerMetrics
 from fairlane_scheduler.api.errors import install_error_handlers
@@ -28,6 +32,7 @@ from fairlane_scheduler.api.listeners import ExtenderPortGate
 from fairlane_scheduler.api.routes import router
 from fairlane_scheduler.clock import now_ms
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
+from fairlane_scheduler.core.model import Placement
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.service import PlacementService, PortRange
 from fairlane_scheduler.settings import SchedulerSettings
@@ -37,16 +42,24 @@ __all__ = ["create_app", "database_ssl", "housekeeping"]
 log = logging.getLogger("fairlane.scheduler")
 
 
-async def housekeeping(service: PlacementService, interval_s: float, outage: OutageLog) -> None:
+async def housekeeping(
+    service: PlacementService,
+    interval_s: float,
+    outage: OutageLog,
+    observe: Callable[[], Awaitable[None]] | None = None,
+) -> None:
     """Every interval: expire placements whose lease ended, then place what waits and
-    now fits. Safe on every replica: Postgres decides who wins. While Postgres is away
-    each round fails; ``outage`` logs that twice (gone, back), not every round."""
+    now fits, then ``observe`` (the backlog gauges). Safe on every replica: Postgres
+    decides who wins. While Postgres is away each round fails; ``outage`` logs that
+    twice (gone, back), not every round."""
     while True:
         try:
             for placement in await service.expire_due():
                 log.info("placement %s (job %s) expired", placement.id, placement.job_id)
             for placement in await service.place_pending():
                 log.info("pending placement %s (job %s) placed", placement.id, placement.job_id)
+            if observe is not None:
+                await observe()
         except Exception as exc:  # noqa: BLE001 - sorted by OutageLog.record; loop goes on
             outage.record(exc)
         else:
@@ -61,6 +74,59 @@ def database_ssl(settings: SchedulerSettings) -> ssl.SSLContext | str | None:
         rootcert=settings.database_sslrootcert,
         cert=settings.database_sslcert,
         key=settings.database_sslkey,
+    )
+
+
+_DASHBOARD_LIST_LIMIT = 200  # placements and queue entries a dashboard lists
+
+
+async def _start_dashboard(
+    runtime: Runtime, bootstrap: str, security: KafkaSecurity
+) -> tuple[DashboardFeed, DeadLetterTally]:
+    """The dashboard's frames, drawn from what the API answers from, and the tally of
+    dead letters it shows."""
+    dead_letters = DeadLetterTally(bootstrap, security=security)
+    await dead_letters.start()
+    follower, store, live_gpus = runtime.follower, runtime.store, runtime.live_gpus
+
+    async def lists() -> tuple[Sequence[Placement], Sequence[Placement]]:
+        placed = await store.page(None, "placed", _DASHBOARD_LIST_LIMIT, None)
+        return placed, [p for p, _ in await store.pending(_DASHBOARD_LIST_LIMIT)]
+
+    feed = DashboardFeed(
+        fleet=runtime.fleet,
+        allocated=lambda: live_gpus.current,
+        policy=runtime.policy,
+        lists=lists,
+        counters=lambda: {
+            "score records the scheduler rejected": follower.rejected,
+            **dead_letters.as_counters(),
+        },
+        clock_ms=now_ms,
+        outage=runtime.metrics.outage("dashboard", "postgres"),
+    )
+    await feed.start()
+    return feed, dead_letters
+
+
+def _backlog_observer(
+    store: PlacementStore, metrics: SchedulerMetrics
+) -> Callable[[], Awaitable[None]]:
+    async def observe() -> None:
+        outbox, pending = await store.backlog()
+        metrics.outbox_backlog.set(outbox)
+        metrics.pending.set(pending)
+
+    return observe
+
+
+def placement_policy(settings: SchedulerSettings) -> PlacementPolicy:
+    return PlacementPolicy(
+        settings.threshold,
+        settings.stale_after_s,
+        stale=settings.stale_policy,
+        below_threshold=settings.below_threshold,
+        capacity_resolution=settings.capacity_resolution,
     )
 
 
@@ -89,13 +155,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
             def fresh_gpus() -> int:
                 return fleet.fresh_count(now_ms(), settings.stale_after_s)
 
-            policy = PlacementPolicy(
-                settings.threshold,
-                settings.stale_after_s,
-                stale=settings.stale_policy,
-                below_threshold=settings.below_threshold,
-                capacity_resolution=settings.capacity_resolution,
-            )
+            policy = placement_policy(settings)
             service = PlacementService(
                 store=store,
                 fleet=fleet,
@@ -109,9 +169,13 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
             )
             live_gpus = LiveGpusCache(store, fleet, metrics.outage("allocation cache", "postgres"))
             await live_gpus.start()
-            app.state.runtime = Runtime(
+            app.state.runtime = runtime = Runtime(
                 service, store, fleet, follower, metrics, fresh_gpus, policy, live_gpus
             )
+            feed, dead_letters = await _start_dashboard(
+                runtime, settings.kafka_bootstrap_servers, kafka
+            )
+            app.state.dashboard = feed
             relay = OutboxRelay(
                 pool,
                 settings.kafka_bootstrap_servers,
@@ -120,11 +184,15 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 security=kafka,
             )
             await relay.start()
+            metrics.registry.register(
+                collector := FleetCollector(fleet, lambda: live_gpus.current, policy, relay, now_ms)
+            )
             expiry = asyncio.create_task(
                 housekeeping(
                     service,
                     settings.expiry_interval_s,
                     metrics.outage("housekeeping", "postgres"),
+                    _backlog_observer(store, metrics),
                 ),
                 name="housekeeping",
             )
@@ -134,7 +202,10 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 expiry.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await expiry
+                metrics.registry.unregister(collector)
                 await relay.stop()
+                await feed.stop()
+                await dead_letters.stop()
                 await live_gpus.stop()
                 await follower.stop()
         finally:
@@ -152,6 +223,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
     install_error_handlers(app)
     app.include_router(router)
     app.include_router(extender.router)
+    app.include_router(dashboard.router)
     app.mount("/metrics", make_asgi_app(metrics.registry))
     if settings.extender_port is not None:
         app.add_middleware(ExtenderPortGate, extender_port=settings.extender_port)

@@ -20,9 +20,34 @@ from fairlane_runtime.kafka import kafka_admin, topic_partitions
 from fairlane_runtime.kafka_security import PLAINTEXT, KafkaSecurity
 from fairlane_scheduler.core.fleet import FleetView
 
-__all__ = ["ScoresFollower"]
+__all__ = ["ScoresFollower", "read_from_beginning"]
 
 log = logging.getLogger("fairlane.scheduler.scores")
+
+
+async def read_from_beginning(
+    bootstrap: str, topic: str, *, security: KafkaSecurity = PLAINTEXT
+) -> tuple[AIOKafkaConsumer, list[TopicPartition]]:
+    """A started consumer of every partition of ``topic``, at its first offsets, in no
+    consumer group (every replica reads everything)."""
+    admin = await kafka_admin(bootstrap, security=security)
+    try:
+        count = (await topic_partitions(admin, [topic])).get(topic)
+    finally:
+        await admin.close()
+    if count is None:
+        raise ServerUnavailableError(f"topic {topic} does not exist yet")
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        **security.aiokafka_kwargs(),
+    )
+    await consumer.start()
+    partitions = [TopicPartition(topic, p) for p in range(count)]
+    consumer.assign(partitions)
+    await consumer.seek_to_beginning(*partitions)
+    return consumer, partitions
 
 
 class ScoresFollower:
@@ -42,23 +67,9 @@ class ScoresFollower:
         return self._consumer is not None and not self._pending
 
     async def start(self) -> None:
-        admin = await kafka_admin(self._bootstrap, security=self._security)
-        try:
-            count = (await topic_partitions(admin, [GPU_SCORES])).get(GPU_SCORES)
-        finally:
-            await admin.close()
-        if count is None:
-            raise ServerUnavailableError(f"topic {GPU_SCORES} does not exist yet")
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            **self._security.aiokafka_kwargs(),
+        consumer, partitions = await read_from_beginning(
+            self._bootstrap, GPU_SCORES, security=self._security
         )
-        await consumer.start()
-        partitions = [TopicPartition(GPU_SCORES, p) for p in range(count)]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
         ends = await consumer.end_offsets(partitions)
         self._pending = {tp: end for tp, end in ends.items() if end > 0}
         self._consumer = consumer

@@ -318,6 +318,14 @@ class PlacementStore:
         except asyncpg.UniqueViolationError as exc:
             raise AllocationConflictError(str(exc)) from exc
 
+    async def backlog(self) -> tuple[int, int]:
+        """Outbox events not yet published, and placements waiting in the queue."""
+        rows = await self._fetch(
+            """SELECT (SELECT count(*) FROM outbox WHERE published_at IS NULL) AS outbox,
+                      (SELECT count(*) FROM placements WHERE state = 'pending') AS pending"""
+        )
+        return int(rows[0]["outbox"]), int(rows[0]["pending"])
+
     async def pending(self, limit: int = 100) -> list[tuple[Placement, PlacementRequest]]:
         """Waiting placements, highest priority first, then oldest."""
         rows = await self._fetch(

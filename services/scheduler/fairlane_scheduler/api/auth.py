@@ -22,7 +22,11 @@ from fairlane_scheduler.api.tokens import TokenSources, digest_of
 from fairlane_scheduler.errors import ForbiddenError, UnauthorizedError
 from fairlane_scheduler.settings import SchedulerSettings
 
-__all__ = ["Caller", "CallerDep", "TokenTable"]
+__all__ = ["DASHBOARD_COOKIE", "Caller", "CallerDep", "TokenTable", "ViewerDep"]
+
+#: The dashboard's login sets this cookie (HttpOnly): a browser's EventSource cannot send
+#: an Authorization header, but it sends the cookies of its origin.
+DASHBOARD_COOKIE = "fairlane_token"
 
 
 @dataclass(frozen=True)
@@ -91,3 +95,17 @@ def _caller(request: Request) -> Caller:
 
 
 CallerDep = Annotated[Caller, Depends(_caller)]
+
+
+def _viewer(request: Request) -> Caller:
+    """The dashboard's reads: the Authorization header, else the login cookie, else a
+    ``token`` query parameter (for clients that can set neither)."""
+    tokens: TokenTable = request.app.state.tokens
+    header = request.headers.get("authorization")
+    if header is None:
+        token = request.cookies.get(DASHBOARD_COOKIE) or request.query_params.get("token")
+        header = None if token is None else f"Bearer {token}"
+    return tokens.caller(header)
+
+
+ViewerDep = Annotated[Caller, Depends(_viewer)]

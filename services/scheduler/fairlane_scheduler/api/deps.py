@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from fairlane_runtime.outage import OutageLog
 from fairlane_scheduler.adapters.live_gpus import LiveGpusCache
@@ -27,6 +27,9 @@ class SchedulerMetrics:
     placements: Counter
     rejected: Counter
     dependency_failures: Counter
+    placement_s: Histogram
+    outbox_backlog: Gauge
+    pending: Gauge
 
     @classmethod
     def create(cls) -> SchedulerMetrics:
@@ -43,6 +46,22 @@ class SchedulerMetrics:
                 "fairlane_scheduler_dependency_failures",
                 "background attempts that failed because Postgres or Kafka was away",
                 ["component", "dependency"],
+                registry=r,
+            ),
+            placement_s=Histogram(
+                "fairlane_scheduler_placement_seconds",
+                "time to answer a placement request (POST /v1/placements)",
+                buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+                registry=r,
+            ),
+            outbox_backlog=Gauge(
+                "fairlane_scheduler_outbox_backlog",
+                "outbox events not yet published to Kafka (read every housekeeping round)",
+                registry=r,
+            ),
+            pending=Gauge(
+                "fairlane_scheduler_pending_placements",
+                "placements waiting in the queue (read every housekeeping round)",
                 registry=r,
             ),
         )

@@ -83,7 +83,8 @@ async def create_placement(
     body = body.model_copy(update={"namespace": body.namespace or caller.namespace or "default"})
     caller.require_namespace(str(body.namespace))
     try:
-        placement, created = await runtime.service.place(body.to_core())
+        with runtime.metrics.placement_s.time():
+            placement, created = await runtime.service.place(body.to_core())
     except NoCapacityError:
         runtime.metrics.rejected.inc()
         raise

@@ -1,0 +1,118 @@
+"""The dashboard's one producer of frames: every ``interval_s`` it draws the fleet from
+the same fleet view, allocation cache and filter the API answers from, reads live and
+pending placements from Postgres once, and wakes every open page.
+
+However many pages are open, the fleet is drawn and Postgres read once per interval,
+and not at all while nobody watches (the score history is kept regardless, so a page
+opened later still has the recent past to chart).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Mapping, Sequence
+
+from fairlane_runtime.outage import OutageLog
+from fairlane_scheduler.core.dashboard import Frame, ScoreHistory, cell
+from fairlane_scheduler.core.fleet import FleetView
+from fairlane_scheduler.core.model import Placement
+from fairlane_scheduler.core.nodes import fleet_gpu_states
+from fairlane_scheduler.core.placement import PlacementPolicy
+
+__all__ = ["DashboardFeed", "PlacementLists"]
+
+log = logging.getLogger("fairlane.scheduler.dashboard")
+
+#: Live placements (newest first) and the queue (in the order it is tried), from Postgres.
+PlacementLists = Callable[[], Awaitable[tuple[Sequence[Placement], Sequence[Placement]]]]
+
+
+class DashboardFeed:
+    def __init__(
+        self,
+        *,
+        fleet: FleetView,
+        allocated: Callable[[], Collection[str]],
+        policy: PlacementPolicy,
+        lists: PlacementLists,
+        counters: Callable[[], Mapping[str, int]],
+        clock_ms: Callable[[], int],
+        outage: OutageLog,
+        interval_s: float = 1.0,
+    ) -> None:
+        self._fleet = fleet
+        self._allocated = allocated
+        self.policy = policy
+        self._lists = lists
+        self._counters = counters
+        self._clock_ms = clock_ms
+        self._outage = outage
+        self._interval_s = interval_s
+        self.history = ScoreHistory()
+        self.watchers = 0
+        self.latest: Frame | None = None
+        self._changed = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="dashboard-feed")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        while True:
+            await self.tick()
+            await asyncio.sleep(self._interval_s)
+
+    async def tick(self) -> None:
+        """Record the scores' history; draw a new frame if a page is open."""
+        self.history.observe(self._fleet.records.values())
+        if self.watchers == 0 and self.latest is not None:
+            return
+        now = self._clock_ms()
+        states = fleet_gpu_states(self._fleet, self._allocated(), self.policy, now)
+        rows = {node: [cell(g) for g in gpus] for node, gpus in states.items()}
+        last = self.latest
+        placements, pending = (last.placements, last.pending) if last else ((), ())
+        try:
+            placements, pending = await self._lists()
+        except Exception as exc:  # noqa: BLE001 - sorted by OutageLog.record; frames go on
+            self._outage.record(exc)  # the page keeps the last lists it had
+        else:
+            self._outage.succeeded()
+        frame = Frame(
+            seq=(last.seq + 1) if last else 1,
+            ts_ms=now,
+            rows=rows,
+            placements=placements,
+            pending=pending,
+            counters=dict(self._counters()),
+        )
+        async with self._changed:
+            self.latest = frame
+            self._changed.notify_all()
+
+    async def _next(self, seen: int) -> Frame:
+        async with self._changed:
+            while self.latest is None or self.latest.seq <= seen:
+                await self._changed.wait()
+            return self.latest
+
+    async def frames(self) -> AsyncGenerator[Frame, None]:
+        """The latest frame now, then each new one as it is drawn (a slow page skips
+        frames rather than queueing them: the next diff covers what it missed)."""
+        self.watchers += 1
+        try:
+            seen = 0
+            while True:
+                frame = await self._next(seen)
+                seen = frame.seq
+                yield frame
+        finally:
+            self.watchers -= 1

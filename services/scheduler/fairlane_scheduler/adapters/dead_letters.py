@@ -1,0 +1,60 @@
+"""Counts what the pipeline dead-lettered, for the dashboard: the scheduler reads
+``fairlane.dead-letter.v1`` from the beginning (what Kafka still retains) and follows
+it, counting records by the topic they were rejected from. The scorer is who rejects
+node samples and placement events; Prometheus has the same from the scorer's own
+``fairlane_scorer_dead_lettered_total`` (since that scorer started)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+
+from aiokafka import AIOKafkaConsumer
+
+from fairlane_events.codec import DecodeError, decode
+from fairlane_events.records import DeadLetter
+from fairlane_events.topics import DEAD_LETTER
+from fairlane_runtime.kafka_security import PLAINTEXT, KafkaSecurity
+from fairlane_scheduler.adapters.scores import read_from_beginning
+
+__all__ = ["DeadLetterTally"]
+
+log = logging.getLogger("fairlane.scheduler.dead_letters")
+
+UNREADABLE = "(unreadable dead letter)"
+
+
+class DeadLetterTally:
+    def __init__(self, bootstrap: str, *, security: KafkaSecurity = PLAINTEXT) -> None:
+        self._bootstrap = bootstrap
+        self._security = security
+        self.counts: Counter[str] = Counter()  # source topic -> records dead-lettered
+        self._consumer: AIOKafkaConsumer | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._consumer, _ = await read_from_beginning(
+            self._bootstrap, DEAD_LETTER, security=self._security
+        )
+        self._task = asyncio.create_task(self._follow(self._consumer), name="dead-letters")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._consumer is not None:
+            await self._consumer.stop()
+
+    def as_counters(self) -> dict[str, int]:
+        return {f"dead-lettered from {topic}": n for topic, n in sorted(self.counts.items())}
+
+    async def _follow(self, consumer: AIOKafkaConsumer) -> None:
+        while True:
+            batches = await consumer.getmany(timeout_ms=1000, max_records=5000)
+            for messages in batches.values():
+                for message in messages:
+                    try:
+                        self.counts[decode(DeadLetter, message.value).source_topic] += 1
+                    except DecodeError:
+                        self.counts[UNREADABLE] += 1

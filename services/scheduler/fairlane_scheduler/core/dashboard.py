@@ -1,0 +1,112 @@
+"""What the fleet dashboard shows, and what changed since the last frame (pure).
+
+A *frame* is the fleet as the page draws it: per node, one cell per GPU with its score,
+the state the placement filter gives it (``core.nodes``, the API's own answer) and the
+component breakdown. Frames are compared node by node, so a browser that has the last
+frame receives only the rows that changed. Values are rounded to what the page shows and
+the sample time is left out of a cell, so a GPU whose score did not visibly move costs
+nothing on the wire, however often its samples arrive.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fairlane_events.records import GpuScore
+from fairlane_scheduler.core.model import Placement
+from fairlane_scheduler.core.nodes import GpuState
+
+__all__ = [
+    "Frame",
+    "ScoreHistory",
+    "cell",
+    "diff_frames",
+    "display_state",
+    "placement_row",
+]
+
+Cell = dict[str, Any]
+Rows = dict[str, list[Cell]]  # node -> its GPUs' cells, by index
+
+_FILTER_STATES = {"score below threshold": "below threshold"}
+
+
+def display_state(gpu: GpuState) -> str:
+    """The filter's state, except that a GPU whose health gate is shut (uncorrected ECC
+    errors, pending row remaps, lost) says so: that, not its low score, is why."""
+    gate = gpu.components.get("health_gate")
+    if gate is not None and gate <= 0 and gpu.state in ("score below threshold", "cooling"):
+        return "health-gated"
+    return _FILTER_STATES.get(gpu.state, gpu.state)
+
+
+def cell(gpu: GpuState) -> Cell:
+    """One GPU as the page draws it (short keys: 8,000 of these make the first frame)."""
+    return {
+        "u": gpu.uuid,
+        "i": gpu.index,
+        "m": gpu.model,
+        "s": round(gpu.score, 3),
+        "e": round(gpu.effective_capacity, 2),
+        "st": display_state(gpu),
+        "r": gpu.readmit_at_ms,
+        "c": {k: None if v is None else round(v, 3) for k, v in sorted(gpu.components.items())},
+    }
+
+
+def placement_row(placement: Placement) -> dict[str, Any]:
+    return {
+        "id": placement.id,
+        "job": placement.job_id,
+        "ns": placement.namespace,
+        "state": placement.state,
+        "created_ms": placement.created_at_ms,
+        "lease_ms": placement.lease_expires_at_ms,
+        "gpus": sum(len(n.gpus) for n in placement.nodes),
+        "nodes": {n.node: [g.uuid for g in n.gpus] for n in placement.nodes},
+    }
+
+
+@dataclass(frozen=True)
+class Frame:
+    """The whole picture at one instant; ``seq`` grows by one per frame."""
+
+    seq: int
+    ts_ms: int
+    rows: Rows
+    placements: Sequence[Placement] = ()
+    pending: Sequence[Placement] = ()
+    counters: Mapping[str, int] = field(default_factory=dict)
+
+
+def diff_frames(old: Rows | None, new: Rows) -> tuple[Rows, list[str]]:
+    """The rows of ``new`` that differ from ``old`` (all of them without one), and the
+    nodes that ``old`` had and ``new`` has not."""
+    if old is None:
+        return dict(new), []
+    changed = {node: cells for node, cells in new.items() if old.get(node) != cells}
+    return changed, sorted(old.keys() - new.keys())
+
+
+class ScoreHistory:
+    """The last ``points`` scores of every GPU, one per score record seen (records are
+    emitted when the score moves or at the heartbeat, so this is the score's shape)."""
+
+    def __init__(self, points: int = 120) -> None:
+        self._points = points
+        self._series: dict[str, deque[tuple[int, float]]] = {}
+
+    def observe(self, records: Iterable[GpuScore]) -> None:
+        for record in records:
+            series = self._series.get(record.uuid)
+            if series is None:
+                series = self._series[record.uuid] = deque(maxlen=self._points)
+            if not series or series[-1][0] < record.ts_ms:
+                series.append((record.ts_ms, record.score))
+
+    def of(self, uuid: str) -> list[tuple[int, float]] | None:
+        series = self._series.get(uuid)
+        return None if series is None else list(series)
