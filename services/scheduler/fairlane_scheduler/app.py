@@ -9,6 +9,7 @@ import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 
+import asyncpg
 from fastapi import FastAPI
 from prometheus_client import make_asgi_app
 
@@ -120,6 +121,27 @@ def _backlog_observer(
     return observe
 
 
+async def _migrate(pool: asyncpg.Pool) -> None:
+    async with pool.acquire() as conn:
+        applied = await apply_migrations(conn, load_migrations())
+    if applied:
+        log.info("applied migrations: %s", ", ".join(applied))
+
+
+async def _start_relay(
+    pool: asyncpg.Pool, bootstrap: str, metrics: SchedulerMetrics, security: KafkaSecurity
+) -> OutboxRelay:
+    relay = OutboxRelay(
+        pool,
+        bootstrap,
+        postgres_outage=metrics.outage("outbox relay", "postgres"),
+        kafka_outage=metrics.outage("outbox relay", "kafka"),
+        security=security,
+    )
+    await relay.start()
+    return relay
+
+
 def placement_policy(settings: SchedulerSettings) -> PlacementPolicy:
     return PlacementPolicy(
         settings.threshold,
@@ -143,10 +165,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
             ssl=database_ssl(settings),
         )
         try:
-            async with pool.acquire() as conn:
-                applied = await apply_migrations(conn, load_migrations())
-            if applied:
-                log.info("applied migrations: %s", ", ".join(applied))
+            await _migrate(pool)
             fleet = FleetView(StabilityPolicy(settings.threshold, settings.stabilization_s))
             follower = ScoresFollower(settings.kafka_bootstrap_servers, fleet, security=kafka)
             await follower.start()
@@ -176,14 +195,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 runtime, settings.kafka_bootstrap_servers, kafka
             )
             app.state.dashboard = feed
-            relay = OutboxRelay(
-                pool,
-                settings.kafka_bootstrap_servers,
-                postgres_outage=metrics.outage("outbox relay", "postgres"),
-                kafka_outage=metrics.outage("outbox relay", "kafka"),
-                security=kafka,
-            )
-            await relay.start()
+            relay = await _start_relay(pool, settings.kafka_bootstrap_servers, metrics, kafka)
             metrics.registry.register(
                 collector := FleetCollector(fleet, lambda: live_gpus.current, policy, relay, now_ms)
             )
