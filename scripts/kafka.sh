@@ -284,7 +284,8 @@ print(t.NODE_SAMPLES, t.GPU_SCORES, t.PLACEMENTS, t.DEAD_LETTER)')
       --topic "$scores" --topic "$dead" &&
   acl --allow-principal User:fairlane-scorer --operation All --resource-pattern-type prefixed \
       --topic "$app" --group "$app" &&
-  acl --allow-principal User:fairlane-scheduler --operation Read --operation Describe --topic "$scores" &&
+  acl --allow-principal User:fairlane-scheduler --operation Read --operation Describe \
+      --topic "$scores" --topic "$dead" &&
   acl --allow-principal User:fairlane-scheduler --operation Write --operation Describe --topic "$placements" ||
     { cat "$INST/acls.log" >&2; die "could not add the ACLs"; }
 }

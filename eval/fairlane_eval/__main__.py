@@ -50,6 +50,7 @@ def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     run.add_argument("--history-s", type=float, default=600.0)
     run.add_argument("--stabilization-s", type=float, default=120.0)
     run.add_argument("--workers", type=int, help="parallel processes (default: CPUs)")
+    run.add_argument("--baseline", default="static", help="the policy changes are paired against")
 
 
 def _setup(args: argparse.Namespace) -> Setup:
@@ -97,7 +98,8 @@ def _run(args: argparse.Namespace) -> int:
         runs.setdefault(trial.policy, {})[trial.seed] = summary
     print(
         f"{setup.name}: {len(setup.jobs)} jobs on {setup.cluster.gpus} GPUs, "
-        f"fail-slow rate x{args.rate:g}, seeds 0-{args.seeds - 1}"
+        f"fail-slow rate x{args.rate:g}, seeds 0-{args.seeds - 1}; "
+        f"changes paired against {args.baseline}"
     )
     shown = ("mean_jct_s", "p95_jct_s", "mean_queue_s", "lost_gpu_h", "slow_placement_share")
     print(f"{'policy':22s}" + "".join(f"{METRICS[m][0]:>32s}" for m in shown))
@@ -106,8 +108,8 @@ def _run(args: argparse.Namespace) -> int:
         for m in shown:
             value = float(np.mean([getattr(s, m) for s in runs[name].values()]))
             text = f"{value / 3600:.3f} h" if METRICS[m][1] == "s" else f"{value:.3f}"
-            if "static" in runs and name != "static" and METRICS[m][1] == "s":
-                text += f" ({paired_change(runs, m, name, 'static')})"  # type: ignore[arg-type]
+            if args.baseline in runs and name != args.baseline and METRICS[m][1] == "s":
+                text += f" ({paired_change(runs, m, name, args.baseline)})"  # type: ignore[arg-type]
             cells.append(f"{text:>32s}")
         print(f"{name:22s}" + "".join(cells))
     return 0

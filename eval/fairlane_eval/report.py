@@ -41,11 +41,17 @@ from fairlane_eval.core.timeline import throttled_gpu_timeline
 from fairlane_eval.core.workload import Job, load_shipped_trace
 from fairlane_eval.runner import Trial, run_trials
 
-__all__ = ["ReportPlan", "Study", "headline_studies", "write_report"]
+__all__ = ["SAME_PACKING", "ReportPlan", "Study", "headline_studies", "write_report"]
 
 BASELINE = "static"
 _FAIRLANE = ("fairlane-fastest", "fairlane-binpack", "fairlane-spread", "fairlane-hetero")
 _STATIC = ("static", "k8s-least-allocated", "static-binpack")
+#: Each Fairlane policy and the static policy that packs as it does (fastest packs ties).
+SAME_PACKING = {
+    "fairlane-fastest": "static-binpack",
+    "fairlane-binpack": "static-binpack",
+    "fairlane-spread": "k8s-least-allocated",
+}
 
 
 @dataclass(frozen=True)
@@ -200,6 +206,16 @@ def _headline(plan: ReportPlan, out: Path, lines: list[str]) -> list[Study]:
                     f"{name} {paired_change(runs, 'mean_jct_s', name, ORACLE)}"
                     for name in _FAIRLANE
                     if name in runs
+                ),
+                "",
+            ]
+            lines += [
+                "Health alone, against the static policy that packs the same way (mean JCT, "
+                "paired): "
+                + ", ".join(
+                    f"{name} vs {twin} {paired_change(runs, 'mean_jct_s', name, twin)}"
+                    for name, twin in SAME_PACKING.items()
+                    if name in runs and twin in runs
                 ),
                 "",
             ]

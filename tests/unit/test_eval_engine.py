@@ -16,6 +16,7 @@ from fairlane_eval.core.fleet_variability import Variability, default_variabilit
 from fairlane_eval.core.metrics import summarise
 from fairlane_eval.core.policies import ORACLE, POLICIES, policy
 from fairlane_eval.core.workload import Job
+from fairlane_eval.report import SAME_PACKING
 from fairlane_events.gpu_models import CATALOG
 from fairlane_sim.scenario import ScenarioEvent
 
@@ -124,16 +125,9 @@ def small_setup(
     )
 
 
-#: Each Fairlane policy and the static policy that packs as it does.
-SAME_PACKING = {
-    "fairlane-fastest": "static-binpack",  # equal capacities are packed
-    "fairlane-binpack": "static-binpack",
-    "fairlane-spread": "k8s-least-allocated",
-    "fairlane-hetero": "static-binpack",
-}
-
-
-@pytest.mark.parametrize(("name", "static_name"), SAME_PACKING.items())
+@pytest.mark.parametrize(
+    ("name", "static_name"), [*SAME_PACKING.items(), ("fairlane-hetero", "static-binpack")]
+)
 def test_no_variability_and_no_episodes_fairlane_is_static_within_one_percent(
     name: str, static_name: str
 ) -> None:

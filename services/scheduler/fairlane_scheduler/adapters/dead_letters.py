@@ -15,6 +15,7 @@ from aiokafka import AIOKafkaConsumer
 from fairlane_events.codec import DecodeError, decode
 from fairlane_events.records import DeadLetter
 from fairlane_events.topics import DEAD_LETTER
+from fairlane_runtime.errors import ServerUnavailableError
 from fairlane_runtime.kafka_security import PLAINTEXT, KafkaSecurity
 from fairlane_scheduler.adapters.scores import read_from_beginning
 
@@ -32,11 +33,20 @@ class DeadLetterTally:
         self.counts: Counter[str] = Counter()  # source topic -> records dead-lettered
         self._consumer: AIOKafkaConsumer | None = None
         self._task: asyncio.Task[None] | None = None
+        self.available = True  # False: the topic could not be read (see start)
 
     async def start(self) -> None:
-        self._consumer, _ = await read_from_beginning(
-            self._bootstrap, DEAD_LETTER, security=self._security
-        )
+        """Follow the dead-letter topic; if this principal cannot see it (ACLs) or it does
+        not exist yet, the dashboard says the counts are unavailable and the scheduler
+        runs on: the counts are for people, nothing decides by them."""
+        try:
+            self._consumer, _ = await read_from_beginning(
+                self._bootstrap, DEAD_LETTER, security=self._security
+            )
+        except ServerUnavailableError as exc:
+            log.warning("dead-letter counts unavailable on the dashboard: %s", exc)
+            self.available = False
+            return
         self._task = asyncio.create_task(self._follow(self._consumer), name="dead-letters")
 
     async def stop(self) -> None:
@@ -47,6 +57,8 @@ class DeadLetterTally:
             await self._consumer.stop()
 
     def as_counters(self) -> dict[str, int]:
+        if not self.available:
+            return {}
         return {f"dead-lettered from {topic}": n for topic, n in sorted(self.counts.items())}
 
     async def _follow(self, consumer: AIOKafkaConsumer) -> None:
