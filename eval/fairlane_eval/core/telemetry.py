@@ -71,10 +71,6 @@ class ScoreKeeper:
         self._tracks = [_Track() for _ in fleet.gpus]
         self.samples_taken = 0
 
-    def tick_of(self, t_s: float) -> int:
-        """The last tick at or before ``t_s``."""
-        return math.floor(t_s / self.interval_s + 1e-9)
-
     @property
     def settle_s(self) -> float:
         """Seconds after the GPU's physics last changed until its score is stationary."""
