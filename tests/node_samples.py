@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+from collections.abc import AsyncIterator, Collection
+from contextlib import asynccontextmanager
+from typing import Literal
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -11,23 +13,35 @@ from fairlane_events.codec import decode
 from fairlane_events.records import NodeSample
 from fairlane_events.topics import NODE_SAMPLES, STREAM_PARTITIONS
 
+PARTITIONS = [TopicPartition(NODE_SAMPLES, p) for p in range(STREAM_PARTITIONS)]
+
+
+@asynccontextmanager
+async def samples_consumer(
+    bootstrap: str, start: Literal["beginning", "end"] = "beginning"
+) -> AsyncIterator[AIOKafkaConsumer]:
+    """A consumer of every partition of the topic (no group), at its beginning or end."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        consumer.assign(PARTITIONS)
+        if start == "beginning":
+            await consumer.seek_to_beginning(*PARTITIONS)
+        else:
+            await consumer.seek_to_end(*PARTITIONS)
+        yield consumer
+    finally:
+        await consumer.stop()
+
 
 async def node_samples_of(
     bootstrap: str, nodes: Collection[str], count: int, timeout_s: float = 30
 ) -> list[NodeSample]:
     """The first ``count`` records of ``nodes`` on the topic, from its beginning."""
     keys = {n.encode() for n in nodes}
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
-    await consumer.start()
-    try:
-        partitions = [TopicPartition(NODE_SAMPLES, p) for p in range(STREAM_PARTITIONS)]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
-        found: list[NodeSample] = []
-        async with asyncio.timeout(timeout_s):
-            while len(found) < count:
-                for records in (await consumer.getmany(timeout_ms=500)).values():
-                    found += [decode(NodeSample, r.value) for r in records if r.key in keys]
-        return found[:count]
-    finally:
-        await consumer.stop()
+    found: list[NodeSample] = []
+    async with samples_consumer(bootstrap) as consumer, asyncio.timeout(timeout_s):
+        while len(found) < count:
+            for records in (await consumer.getmany(timeout_ms=500)).values():
+                found += [decode(NodeSample, r.value) for r in records if r.key in keys]
+    return found[:count]

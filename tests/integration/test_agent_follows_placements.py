@@ -8,15 +8,16 @@ import time
 from collections.abc import Callable
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 
 from fairlane_agent.__main__ import run
 from fairlane_agent.settings import AgentSettings
 from fairlane_events.codec import decode, encode
 from fairlane_events.records import NodeSample, PlacementEvent
-from fairlane_events.topics import NODE_SAMPLES, PLACEMENTS, STREAM_PARTITIONS
+from fairlane_events.topics import PLACEMENTS
 from fairlane_sim.fleet import FleetSimulator
 from tests.factories import single_gpu_placement
+from tests.node_samples import samples_consumer
 
 pytestmark = pytest.mark.integration
 
@@ -35,22 +36,14 @@ async def send(bootstrap: str, event: PlacementEvent) -> None:
 
 
 async def utilisation_reaches(bootstrap: str, node: str, check: Callable[[float], bool]) -> None:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
-    await consumer.start()
-    try:
-        partitions = [TopicPartition(NODE_SAMPLES, p) for p in range(STREAM_PARTITIONS)]
-        consumer.assign(partitions)
-        await consumer.seek_to_end(*partitions)
-        async with asyncio.timeout(30):
-            while True:
-                for records in (await consumer.getmany(timeout_ms=500)).values():
-                    for r in records:
-                        if r.key == node.encode():
-                            util = decode(NodeSample, r.value).gpus[0].gpu_util_pct or 0.0
-                            if check(util):
-                                return
-    finally:
-        await consumer.stop()
+    async with samples_consumer(bootstrap, start="end") as consumer, asyncio.timeout(30):
+        while True:
+            for records in (await consumer.getmany(timeout_ms=500)).values():
+                for r in records:
+                    if r.key == node.encode():
+                        util = decode(NodeSample, r.value).gpus[0].gpu_util_pct or 0.0
+                        if check(util):
+                            return
 
 
 async def test_a_placed_job_loads_its_simulated_gpu_until_released(

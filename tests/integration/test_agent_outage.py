@@ -18,11 +18,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from fairlane_events.codec import decode
 from fairlane_events.records import NodeSample
-from fairlane_events.topics import NODE_SAMPLES, STREAM_PARTITIONS
+from tests.node_samples import PARTITIONS, samples_consumer
 from tests.processes import free_port, service, wait_for_http
 from tests.servers import ROOT, local_server
 
@@ -76,15 +75,10 @@ def wait(check: Callable[[], bool], timeout_s: float, what: str) -> None:
 
 async def consume_all(bootstrap: str, prefix: str) -> dict[str, list[int]]:
     """Every sample's ts_ms per node of this test's fleet, in partition (= node) order."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
-    await consumer.start()
-    try:
-        partitions = [TopicPartition(NODE_SAMPLES, p) for p in range(STREAM_PARTITIONS)]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
-        end = await consumer.end_offsets(partitions)
+    async with samples_consumer(bootstrap) as consumer:
+        end = await consumer.end_offsets(PARTITIONS)
         seen: dict[str, list[int]] = {}
-        while [tp for tp in partitions if await consumer.position(tp) < end[tp]]:
+        while [tp for tp in PARTITIONS if await consumer.position(tp) < end[tp]]:
             for records in (await consumer.getmany(timeout_ms=1000)).values():
                 for record in records:
                     sample = decode(NodeSample, record.value)
@@ -92,8 +86,6 @@ async def consume_all(bootstrap: str, prefix: str) -> dict[str, list[int]]:
                     if sample.node.startswith(prefix):
                         seen.setdefault(sample.node, []).append(sample.ts_ms)
         return seen
-    finally:
-        await consumer.stop()
 
 
 async def test_samples_taken_while_kafka_is_down_arrive_in_order_exactly_once(

@@ -17,7 +17,7 @@ from fairlane_events.records import DeadLetter
 from fairlane_events.topics import DEAD_LETTER
 from fairlane_runtime.errors import ServerUnavailableError
 from fairlane_runtime.kafka_security import PLAINTEXT, KafkaSecurity
-from fairlane_scheduler.adapters.scores import read_from_beginning
+from fairlane_scheduler.adapters.scores import read_from_beginning, stop_following
 
 __all__ = ["DeadLetterTally"]
 
@@ -50,11 +50,7 @@ class DeadLetterTally:
         self._task = asyncio.create_task(self._follow(self._consumer), name="dead-letters")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        if self._consumer is not None:
-            await self._consumer.stop()
+        await stop_following(self._task, self._consumer)
 
     def as_counters(self) -> dict[str, int]:
         if not self.available:

@@ -20,7 +20,7 @@ from fairlane_runtime.kafka import kafka_admin, topic_partitions
 from fairlane_runtime.kafka_security import PLAINTEXT, KafkaSecurity
 from fairlane_scheduler.core.fleet import FleetView
 
-__all__ = ["ScoresFollower", "read_from_beginning"]
+__all__ = ["ScoresFollower", "read_from_beginning", "stop_following"]
 
 log = logging.getLogger("fairlane.scheduler.scores")
 
@@ -50,6 +50,17 @@ async def read_from_beginning(
     return consumer, partitions
 
 
+async def stop_following(
+    task: asyncio.Task[None] | None, consumer: AIOKafkaConsumer | None
+) -> None:
+    """Cancel a follower's task and stop its consumer (either may not have started)."""
+    if task is not None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    if consumer is not None:
+        await consumer.stop()
+
+
 class ScoresFollower:
     def __init__(
         self, bootstrap: str, fleet: FleetView, *, security: KafkaSecurity = PLAINTEXT
@@ -76,11 +87,7 @@ class ScoresFollower:
         self._task = asyncio.create_task(self._follow(consumer), name="scores-follower")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        if self._consumer is not None:
-            await self._consumer.stop()
+        await stop_following(self._task, self._consumer)
 
     async def _follow(self, consumer: AIOKafkaConsumer) -> None:
         while True:
