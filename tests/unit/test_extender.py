@@ -1,15 +1,19 @@
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
+import httpx
+import numpy as np
+import numpy.typing as npt
 import pytest
+from fastapi import FastAPI
 
-from fairlane_scheduler.api.extender import ExtenderArgs, extender_filter, extender_prioritize
-from fairlane_scheduler.core.extender import NodeVerdict, judge_nodes, priorities
+from fairlane_scheduler.api.extender import ExtenderState, router
+from fairlane_scheduler.core.extender import GangAsk, NodeSlots, Verdicts, judge_nodes
+from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.placement import JobShape, PlacementPolicy
-from fairlane_scheduler.core.pod import PodError, pod_shape
+from fairlane_scheduler.core.pod import PodError, pod_gang, pod_shape
+from fairlane_scheduler.core.pod_ledger import PodGpus, PodLedger
+from tests.factories import gpu_score
 from tests.unit.test_placement import NOW, fleet_of, node
-
-if TYPE_CHECKING:
-    from fairlane_scheduler.api.deps import Runtime
 
 POLICY = PlacementPolicy(threshold=0.65, stale_after_s=90)
 
@@ -50,17 +54,28 @@ def test_a_pod_without_gpus_has_no_shape() -> None:
 
 
 async def test_a_pod_without_gpus_passes_every_node_it_was_given() -> None:
-    # No runtime: a pod Fairlane has no opinion about never reaches the fleet view.
-    runtime = cast("Runtime", None)
-    names = ExtenderArgs(Pod=pod([]), NodeNames=["a", "b"])
-    answer = await extender_filter(names, runtime)
-    assert (answer.NodeNames, answer.FailedNodes, answer.Error) == (["a", "b"], {}, "")
-    assert answer.FailedAndUnresolvableNodes == {}
-    node_list = {"kind": "NodeList", "items": [{"metadata": {"name": "a"}}]}
-    whole = await extender_filter(ExtenderArgs(Pod=pod([]), Nodes=node_list), runtime)
-    assert (whole.Nodes, whole.NodeNames, whole.Error) == (node_list, None, "")
-    ranked = await extender_prioritize(names, runtime)
-    assert [(p.Host, p.Score) for p in ranked] == [("a", 0), ("b", 0)]
+    # No fleet view at all: a pod Fairlane has no opinion about never reaches it.
+    app = FastAPI()
+    app.include_router(router)
+    app.state.runtime, app.state.extender = None, ExtenderState()
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        names = {"Pod": pod([]), "NodeNames": ["a", "b"]}
+        answer = (await client.post("/v1/extender/filter", json=names)).json()
+        assert (answer["NodeNames"], answer["FailedNodes"], answer["Error"]) == (["a", "b"], {}, "")
+        assert answer["FailedAndUnresolvableNodes"] == {}
+        node_list = {"kind": "NodeList", "items": [{"metadata": {"name": "a"}}]}
+        whole = {"Pod": pod([]), "Nodes": node_list}
+        answer = (await client.post("/v1/extender/filter", json=whole)).json()
+        assert (answer["Nodes"], answer["NodeNames"], answer["Error"]) == (node_list, None, "")
+        ranked = (await client.post("/v1/extender/prioritize", json=names)).json()
+        assert ranked == [{"Host": "a", "Score": 0}, {"Host": "b", "Score": 0}]
+        bad = await client.post("/v1/extender/filter", json={"Pod": [], "NodeNames": []})
+        assert bad.status_code == 422
+        assert bad.json()["detail"][0]["loc"] == ["body", "Pod"]
+        unbound = {"PodName": "p", "PodNamespace": "n", "PodUID": "u", "Node": "a"}
+        answer = (await client.post("/v1/extender/bind", json=unbound)).json()
+        assert "no Kubernetes API" in answer["Error"]
 
 
 @pytest.mark.parametrize(
@@ -76,6 +91,29 @@ def test_unreadable_pods_say_why(bad: dict[str, Any], message: str) -> None:
         pod_shape(bad)
 
 
+def judge(
+    fleet: FleetView,
+    shape: JobShape,
+    names: list[str],
+    *,
+    allocated: frozenset[str] = frozenset(),
+    held: npt.NDArray[np.int64] | None = None,
+    gang: GangAsk | None = None,
+    now_ms: int = NOW,
+) -> Verdicts:
+    return judge_nodes(
+        fleet,
+        NodeSlots(),
+        shape=shape,
+        policy=POLICY,
+        allocated=allocated,
+        held=held,
+        now_ms=now_ms,
+        node_names=names,
+        gang=gang,
+    )
+
+
 def test_verdicts_split_failed_from_unresolvable() -> None:
     fleet = fleet_of(
         node("good", [0.9, 0.9]),
@@ -84,32 +122,105 @@ def test_verdicts_split_failed_from_unresolvable() -> None:
         node("broken", [0.0, 0.9]),
         node("busy", [0.9, 0.9]),
     )
-    verdicts = judge_nodes(
-        fleet,
-        shape=JobShape(2, models=frozenset({"H100"})),
-        policy=POLICY,
-        allocated={"busy-0"},
-        now_ms=NOW,
-        node_names=["good", "hot", "t4", "broken", "busy", "unknown"],
+    names = ["good", "hot", "t4", "broken", "busy", "unknown"]
+    verdicts = judge(
+        fleet, JobShape(2, models=frozenset({"H100"})), names, allocated=frozenset({"busy-0"})
     )
-    assert verdicts["good"].fits
-    assert not verdicts["hot"].fits
-    assert not verdicts["hot"].unresolvable
-    assert "1 score below threshold" in verdicts["hot"].reason
-    assert not verdicts["busy"].fits
-    assert not verdicts["busy"].unresolvable
-    assert verdicts["t4"].unresolvable
-    assert "allowed model" in verdicts["t4"].reason
-    assert verdicts["broken"].unresolvable
-    assert "healthy" in verdicts["broken"].reason
-    assert verdicts["unknown"].unresolvable
+    assert verdicts.passed() == ["good"]
+    failed, unresolvable = verdicts.failed(), verdicts.unresolvable_nodes()
+    assert set(failed) == {"hot", "busy"}
+    assert "1 score 0.50 < 0.65" in failed["hot"]
+    assert "1 placed by Fairlane" in failed["busy"]
+    assert set(unresolvable) == {"t4", "broken", "unknown"}
+    assert "allowed model" in unresolvable["t4"]
+    assert "healthy" in unresolvable["broken"]
+    assert "no GPU scores" in unresolvable["unknown"]
 
 
-def test_priorities_scale_capacity_to_0_10() -> None:
-    verdicts = {
-        "fast": NodeVerdict(True, min_capacity=2.0),
-        "slow": NodeVerdict(True, min_capacity=0.5),
-        "out": NodeVerdict(False),
-    }
-    assert priorities(verdicts) == {"fast": 10, "slow": 2, "out": 0}
-    assert priorities({"out": NodeVerdict(False)}) == {"out": 0}
+def test_a_cooling_gpu_says_until_when() -> None:
+    fleet = fleet_of(node("n", [0.9, 0.9]))
+    fleet.apply(gpu_score(node="n", uuid="n-0", index=0, score=0.3, ts_ms=NOW + 1000))
+    fleet.apply(gpu_score(node="n", uuid="n-0", index=0, score=0.9, ts_ms=NOW + 2000))
+    reason = judge(fleet, JobShape(2), ["n"], now_ms=NOW + 3000).failed()["n"]
+    assert reason == "1 of 2 GPUs free to take (1 cooling until 22:15:22Z)"  # NOW+2 s+120 s
+
+
+def test_priorities_scale_the_offered_capacity_to_0_10() -> None:
+    fleet = fleet_of(node("fast", [0.9, 0.9]), node("slow", [0.9, 0.3]), node("half", [0.45, 0.9]))
+    ranked = judge(fleet, JobShape(1), ["fast", "slow", "half", "nowhere"]).priorities()
+    assert ranked == [10, 10, 10, 0]
+    # Held GPUs are assumed to be the best: what is left on "half" is its 0.45... no,
+    # below the threshold; so one pod on it leaves nothing, and "slow" offers its 0.9.
+    held = np.array([0, 0, 1], dtype=np.int64)
+    verdicts = judge(fleet, JobShape(1), ["fast", "slow", "half"], held=held)
+    assert verdicts.passed() == ["fast", "slow"]
+    assert "1 held by Kubernetes pods" in verdicts.failed()["half"]
+
+
+def test_a_node_with_5_qualifying_gpus_takes_two_2_gpu_pods_not_four() -> None:
+    """The reproduction of issue 10: 8 GPUs, 3 below the threshold."""
+    fleet = fleet_of(node("n", [0.9] * 5 + [0.4] * 3))
+    ledger, slots = PodLedger(), NodeSlots()
+    bound = 0
+    for i in range(4):
+        uid = f"pod-{i}"
+        held = ledger.held(fleet.node_id, len(fleet.nodes), NOW, exclude=uid)
+        verdicts = judge_nodes(
+            fleet,
+            slots,
+            shape=JobShape(2),
+            policy=POLICY,
+            allocated=frozenset(),
+            held=held,
+            now_ms=NOW,
+            node_names=["n"],
+        )
+        if verdicts.passed():
+            # kube-scheduler's next filter may come before this pod's binding
+            ledger.approve(uid, PodGpus(2), verdicts.node_ids[verdicts.fits], NOW)
+            bound += 1
+    assert bound == 2
+    ledger.bind("pod-0", "n", PodGpus(2))
+    ledger.bind("pod-1", "n", PodGpus(2))
+    assert ledger.bound_on("n") == 4
+    ledger.release("pod-0")  # it ended: its GPUs are offered again
+    held = ledger.held(fleet.node_id, len(fleet.nodes), NOW, exclude="pod-9")
+    assert held.tolist() == [2]
+
+
+def test_an_unbound_approval_lapses_and_a_refilter_replaces_it() -> None:
+    fleet = fleet_of(node("n", [0.9, 0.9]))
+    ledger = PodLedger(in_flight_s=10)
+    ledger.approve("a", PodGpus(2), np.array([0]), NOW)
+    assert ledger.held(fleet.node_id, 1, NOW, exclude="b").tolist() == [2]
+    assert ledger.held(fleet.node_id, 1, NOW, exclude="a").tolist() == [0]  # its own
+    assert ledger.held(fleet.node_id, 1, NOW + 10_000, exclude="b").tolist() == [0]
+
+
+def test_a_gang_is_passed_only_where_all_of_it_fits_on_the_fastest() -> None:
+    fleet = fleet_of(
+        node("fast-1", [0.95, 0.95]),
+        node("fast-2", [0.9, 0.9]),
+        node("slow", [0.7, 0.7]),
+    )
+    names = ["slow", "fast-1", "fast-2"]
+    two = judge(fleet, JobShape(2), names, gang=GangAsk("ns/g", 2))
+    assert two.passed() == ["fast-1", "fast-2"]
+    assert "faster nodes" in two.failed()["slow"]
+    four = judge(fleet, JobShape(2), names, gang=GangAsk("ns/g", 4))
+    assert four.passed() == []
+    assert "4 pod(s) still to place, these nodes fit 3" in four.failed()["fast-1"]
+    ledger = PodLedger()
+    ledger.approve("m1", PodGpus(2, "ns/g"), np.array([0]), NOW)
+    ledger.bind("m2", "fast-2", PodGpus(2, "ns/g"))
+    assert ledger.gang_members("ns/g", exclude="m3") == 2
+    assert ledger.gang_members("ns/g", exclude="m1") == 1
+
+
+def test_gang_annotations_are_read_and_checked() -> None:
+    gang = {"fairlane.dev/gang": "train", "fairlane.dev/gang-size": "4"}
+    member = {**pod(["2"], gang), "metadata": {"namespace": "team", "annotations": gang}}
+    assert pod_gang(member) == ("team/train", 4)
+    assert pod_gang(pod(["2"])) is None
+    with pytest.raises(PodError, match="gang-size"):
+        pod_gang(pod(["2"], {"fairlane.dev/gang": "x", "fairlane.dev/gang-size": "lots"}))

@@ -35,6 +35,7 @@ from fairlane_scheduler.clock import now_ms
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
 from fairlane_scheduler.core.model import Placement
 from fairlane_scheduler.core.placement import PlacementPolicy
+from fairlane_scheduler.kube.wiring import with_kube_edges
 from fairlane_scheduler.service import PlacementService, PortRange
 from fairlane_scheduler.settings import SchedulerSettings
 
@@ -227,7 +228,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
         title="Fairlane scheduler",
         version="0.1.0",
         description="Places GPU jobs on the GPUs that will run them fastest, from live scores.",
-        lifespan=lifespan,
+        lifespan=with_kube_edges(lifespan, settings, metrics.outage("pod watch", "kubernetes")),
     )
     app.state.tokens = TokenTable(settings)
     if settings.auth_disabled:

@@ -62,6 +62,14 @@ class SchedulerSettings(ServiceSettings):
         1.0, gt=0, description="how often leases expire and pending requests are retried"
     )
 
+    kube_api_url: str | None = Field(
+        None,
+        description="Kubernetes API server for the extender's pod watch and bind verb; "
+        "'in-cluster': the pod's service account (docs/kubernetes.md); default: none",
+    )
+    kube_token_file: FilePath | None = Field(None, description="bearer token for kube_api_url")
+    kube_ca_file: FilePath | None = Field(None, description="CA of kube_api_url's certificate")
+
     auth_disabled: bool = Field(False, description="serve without tokens (logged loudly)")
     admin_token: SecretStr | None = Field(
         None, description="bearer token (or sha256:<hex>) for every namespace"

@@ -1,31 +1,52 @@
 """kube-scheduler extender endpoints, in the exact JSON of k8s.io/kube-scheduler/extender/v1
 (Go field names, no json tags: ``Pod``, ``NodeNames``, ``FailedNodes``, ``Host``...).
 
-Answers come from memory only (fleet view, cached allocations): no Postgres or Kafka on
-the request path, and the handlers run on the event loop, never beside the scores
-follower in a thread. A pod that asks for no GPU passes every node it was given with
-equal priorities (Fairlane has no opinion: kube-scheduler treats ``Error`` as a failed
-filter, so answering one would make every CPU-only pod unschedulable). A GPU pod we
-cannot read gets its reason in ``Error``, as the protocol expects, rather than an HTTP
-error.
+Answers come from memory only (fleet view, cached allocations, the pod ledger): no
+Postgres or Kafka on the request path, and the handlers run on the event loop, never
+beside the scores follower in a thread. Bodies are read and written with orjson, not
+pydantic: a call carries thousands of node names (the models below only document the
+shapes in OpenAPI). A pod that asks for no GPU passes every node it was given with equal
+priorities (Fairlane has no opinion: kube-scheduler treats ``Error`` as a failed filter,
+so answering one would make every CPU-only pod unschedulable). A GPU pod we cannot read
+gets its reason in ``Error``, as the protocol expects, rather than an HTTP error.
+
+``/bind`` binds the pod through the Kubernetes API (kube-scheduler's ``bindVerb``) and
+counts its GPUs on the node at once, before the next pod's filter can offer them again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi import APIRouter
+import orjson
+from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict
 
-from fairlane_scheduler.api.deps import RuntimeDep
+from fairlane_scheduler.api.deps import Runtime
 from fairlane_scheduler.api.errors import error_responses
 from fairlane_scheduler.clock import now_ms
-from fairlane_scheduler.core.extender import NodeVerdict, judge_nodes, priorities
-from fairlane_scheduler.core.pod import PodError, pod_shape
+from fairlane_scheduler.core.extender import GangAsk, NodeSlots, Verdicts, judge_nodes
+from fairlane_scheduler.core.pod import PodError, pod_gang, pod_shape
+from fairlane_scheduler.core.pod_ledger import PodGpus, PodLedger
 
-__all__ = ["router"]
+__all__ = ["Binder", "ExtenderState", "router"]
 
 router = APIRouter(prefix="/v1/extender", tags=["kube-scheduler extender"])
+
+#: (namespace, pod name, pod uid, node) -> None once the Binding is created.
+Binder = Callable[[str, str, str, str], Awaitable[None]]
+
+
+@dataclass
+class ExtenderState:
+    """What the extender remembers between calls (on ``app.state.extender``)."""
+
+    ledger: PodLedger = field(default_factory=PodLedger)
+    slots: NodeSlots = field(default_factory=NodeSlots)
+    binder: Binder | None = None  # set when the Kubernetes API is configured
 
 
 class ExtenderArgs(BaseModel):
@@ -49,64 +70,175 @@ class HostPriority(BaseModel):
     Score: int
 
 
-def _names(args: ExtenderArgs) -> list[str]:
-    if args.NodeNames is not None:
-        return args.NodeNames
-    items = (args.Nodes or {}).get("items") or []
-    return [str((item.get("metadata") or {}).get("name", "")) for item in items]
+class ExtenderBindingArgs(BaseModel):
+    PodName: str
+    PodNamespace: str
+    PodUID: str
+    Node: str
 
 
-def _judge(args: ExtenderArgs, runtime: RuntimeDep) -> dict[str, NodeVerdict] | None:
+class ExtenderBindingResult(BaseModel):
+    Error: str = ""
+
+
+def _invalid(field_name: str, message: str) -> RequestValidationError:
+    return RequestValidationError(
+        [{"loc": ("body", field_name), "msg": message, "type": "invalid", "input": None}]
+    )
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    try:
+        body = orjson.loads(await request.body())
+    except orjson.JSONDecodeError as exc:
+        raise HTTPException(400, f"the body is not JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise _invalid("", "must be an object")
+    return body
+
+
+async def _args(request: Request) -> tuple[dict[str, Any], list[str], dict[str, Any] | None]:
+    """The pod, the candidate names, and the NodeList when names were not sent."""
+    body = await _body(request)
+    pod, names, nodes = body.get("Pod"), body.get("NodeNames"), body.get("Nodes")
+    if not isinstance(pod, dict):
+        raise _invalid("Pod", "must be an object (a v1.Pod)")
+    if names is not None:
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise _invalid("NodeNames", "must be a list of node names")
+        return pod, names, None
+    if nodes is not None and not isinstance(nodes, dict):
+        raise _invalid("Nodes", "must be an object (a v1.NodeList)")
+    items = (nodes or {}).get("items") or []
+    return pod, [str((i.get("metadata") or {}).get("name", "")) for i in items], nodes
+
+
+def _json(content: Any) -> Response:
+    return Response(orjson.dumps(content), media_type="application/json")
+
+
+def _uid(pod: dict[str, Any]) -> str:
+    metadata = pod.get("metadata") or {}
+    return str(metadata.get("uid") or f"{metadata.get('namespace')}/{metadata.get('name')}")
+
+
+def _judge(
+    request: Request, pod: dict[str, Any], names: list[str]
+) -> tuple[Verdicts, PodGpus] | None:
     """Each node's verdict, or ``None`` for a pod that asks for no GPU (no opinion)."""
-    shape = pod_shape(args.Pod)
+    shape = pod_shape(pod)
     if shape is None:
         return None
-    return judge_nodes(
-        runtime.fleet,
+    runtime: Runtime = request.app.state.runtime
+    state: ExtenderState = request.app.state.extender
+    fleet, ledger, now = runtime.fleet, state.ledger, now_ms()
+    uid, gang = _uid(pod), pod_gang(pod)
+    held = ledger.held(fleet.node_id, len(fleet.nodes), now, exclude=uid)
+    ask = None
+    if gang is not None:
+        ask = GangAsk(gang[0], max(gang[1] - ledger.gang_members(gang[0], uid), 1))
+    verdicts = judge_nodes(
+        fleet,
+        state.slots,
         shape=shape,
         policy=runtime.policy,
         allocated=runtime.live_gpus.current,
-        now_ms=now_ms(),
-        node_names=_names(args),
+        held=held,
+        now_ms=now,
+        node_names=names,
+        gang=ask,
     )
+    return verdicts, PodGpus(shape.gpus_per_node, None if gang is None else gang[0])
+
+
+_INVALID = {
+    422: {
+        "description": "a field of the body has the wrong type (named in detail[].loc)",
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/HTTPValidationError"}}
+        },
+    }
+}
+
+
+def _documented(model: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAPI request body of a route that reads its body itself."""
+    schema = {"application/json": {"schema": model.model_json_schema()}}
+    return {"requestBody": {"content": schema, "required": True}}
 
 
 @router.post(
     "/filter",
     response_model=ExtenderFilterResult,
-    response_model_exclude_none=False,
-    responses=error_responses(body=True),
+    responses={**error_responses(body=True), **_INVALID},
+    openapi_extra=_documented(ExtenderArgs),
 )
-async def extender_filter(args: ExtenderArgs, runtime: RuntimeDep) -> ExtenderFilterResult:
+async def extender_filter(request: Request) -> Response:
+    pod, names, nodes = await _args(request)
     try:
-        verdicts = _judge(args, runtime)
+        judged = _judge(request, pod, names)
     except PodError as exc:
-        return ExtenderFilterResult(Error=str(exc))
-    if verdicts is None:
-        return ExtenderFilterResult(Nodes=args.Nodes, NodeNames=args.NodeNames)
-    fits = [name for name, v in verdicts.items() if v.fits]
-    result = ExtenderFilterResult(
-        FailedNodes={n: v.reason for n, v in verdicts.items() if not v.fits and not v.unresolvable},
-        FailedAndUnresolvableNodes={n: v.reason for n, v in verdicts.items() if v.unresolvable},
-    )
-    if args.NodeNames is not None:
-        result.NodeNames = fits
+        return _json({"Error": str(exc), "FailedNodes": {}, "FailedAndUnresolvableNodes": {}})
+    result: dict[str, Any] = {"Nodes": None, "NodeNames": None, "Error": ""}
+    if judged is None:
+        result |= {"FailedNodes": {}, "FailedAndUnresolvableNodes": {}}
+        return _json(result | ({"Nodes": nodes} if nodes is not None else {"NodeNames": names}))
+    verdicts, gpus = judged
+    passed = verdicts.passed()
+    if passed:
+        state: ExtenderState = request.app.state.extender
+        ids = verdicts.node_ids[verdicts.fits]
+        state.ledger.approve(_uid(pod), gpus, ids, now_ms())
+    result["FailedNodes"] = verdicts.failed()
+    result["FailedAndUnresolvableNodes"] = verdicts.unresolvable_nodes()
+    if nodes is None:
+        result["NodeNames"] = passed
     else:
-        kept = set(fits)
-        nodes = dict(args.Nodes or {})
-        nodes["items"] = [
+        kept = set(passed)
+        items = [
             i for i in nodes.get("items") or [] if (i.get("metadata") or {}).get("name") in kept
         ]
-        result.Nodes = nodes
-    return result
+        result["Nodes"] = {**nodes, "items": items}
+    return _json(result)
 
 
-@router.post("/prioritize", response_model=list[HostPriority], responses=error_responses(body=True))
-async def extender_prioritize(args: ExtenderArgs, runtime: RuntimeDep) -> list[HostPriority]:
+@router.post(
+    "/prioritize",
+    response_model=list[HostPriority],
+    responses={**error_responses(body=True), **_INVALID},
+    openapi_extra=_documented(ExtenderArgs),
+)
+async def extender_prioritize(request: Request) -> Response:
+    pod, names, _ = await _args(request)
     try:
-        verdicts = _judge(args, runtime)
+        judged = _judge(request, pod, names)
     except PodError:
-        verdicts = {name: NodeVerdict(False) for name in _names(args)}
-    if verdicts is None:
-        return [HostPriority(Host=n, Score=0) for n in _names(args)]
-    return [HostPriority(Host=n, Score=s) for n, s in priorities(verdicts).items()]
+        judged = None
+    scores = [0] * len(names) if judged is None else judged[0].priorities()
+    return _json([{"Host": n, "Score": s} for n, s in zip(names, scores, strict=True)])
+
+
+@router.post(
+    "/bind",
+    response_model=ExtenderBindingResult,
+    responses={**error_responses(body=True), **_INVALID},
+    openapi_extra=_documented(ExtenderBindingArgs),
+)
+async def extender_bind(request: Request) -> Response:
+    body = await _body(request)
+    fields = [body.get(k) for k in ("PodNamespace", "PodName", "PodUID", "Node")]
+    for key, value in zip(("PodNamespace", "PodName", "PodUID", "Node"), fields, strict=True):
+        if not isinstance(value, str) or not value:
+            raise _invalid(key, "must be a non-empty string")
+    namespace, name, uid, node = (str(v) for v in fields)
+    state: ExtenderState = request.app.state.extender
+    if state.binder is None:
+        return _json({"Error": "Fairlane has no Kubernetes API configured (FAIRLANE_KUBE_API_URL)"})
+    pod = state.ledger.flying(uid)
+    try:
+        await state.binder(namespace, name, uid, node)
+    except Exception as exc:  # noqa: BLE001 - reported to kube-scheduler, which retries
+        return _json({"Error": f"binding {namespace}/{name} to {node}: {exc}"})
+    if pod is not None:
+        state.ledger.bind(uid, node, pod)
+    return _json({"Error": ""})

@@ -3,7 +3,9 @@
 GPUs: the ``nvidia.com/gpu`` limits of the containers (an init container runs alone, so
 the pod needs the larger of its containers' sum and any one init container). Models and
 memory: the ``fairlane.dev/gpu-models`` ("H100,A100-80GB") and
-``fairlane.dev/min-gpu-memory-gib`` annotations. A pod that asks for no GPU has no shape
+``fairlane.dev/min-gpu-memory-gib`` annotations. Gang: ``fairlane.dev/gang`` (a name,
+within the pod's namespace) and ``fairlane.dev/gang-size`` (how many pods it has). A pod
+that asks for no GPU has no shape
 (``None``): Fairlane has no opinion about it, and the extender passes it everywhere.
 """
 
@@ -16,11 +18,22 @@ from fairlane_events.gpu_models import find_model
 from fairlane_scheduler.core.placement import JobShape
 from fairlane_scheduler.errors import PodError
 
-__all__ = ["GPU_RESOURCE", "MEMORY_ANNOTATION", "MODELS_ANNOTATION", "PodError", "pod_shape"]
+__all__ = [
+    "GANG_ANNOTATION",
+    "GANG_SIZE_ANNOTATION",
+    "GPU_RESOURCE",
+    "MEMORY_ANNOTATION",
+    "MODELS_ANNOTATION",
+    "PodError",
+    "pod_gang",
+    "pod_shape",
+]
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MODELS_ANNOTATION = "fairlane.dev/gpu-models"
 MEMORY_ANNOTATION = "fairlane.dev/min-gpu-memory-gib"
+GANG_ANNOTATION = "fairlane.dev/gang"
+GANG_SIZE_ANNOTATION = "fairlane.dev/gang-size"
 
 
 def _gpus(container: Mapping[str, Any]) -> int:
@@ -58,3 +71,19 @@ def pod_shape(pod: Mapping[str, Any]) -> JobShape | None:
         except ValueError as exc:
             raise PodError(f"{MEMORY_ANNOTATION}: {raw_memory!r} is not a number") from exc
     return JobShape(gpus_per_node=gpus, models=models, min_gpu_memory_gib=memory)
+
+
+def pod_gang(pod: Mapping[str, Any]) -> tuple[str, int] | None:
+    """``(namespace/gang, size)`` for a pod of a gang, else ``None``."""
+    metadata = pod.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    if not (name := annotations.get(GANG_ANNOTATION)):
+        return None
+    raw = annotations.get(GANG_SIZE_ANNOTATION)
+    try:
+        size = int(str(raw))
+    except ValueError as exc:
+        raise PodError(f"{GANG_SIZE_ANNOTATION}: {raw!r} is not a whole number") from exc
+    if size < 1:
+        raise PodError(f"{GANG_SIZE_ANNOTATION}: {size} must be at least 1")
+    return f"{metadata.get('namespace') or 'default'}/{name}", size
