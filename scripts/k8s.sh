@@ -79,9 +79,9 @@ build_etcd() {
 cmd_build() {
   if built; then say "cached in $CACHE/bin"; return 0; fi
   command -v go >/dev/null || die "go not found (Go >= 1.26 builds Kubernetes ${K8S_VERSION})"
-  local work
-  work=$(mktemp -d)
-  trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+  WORK=$(mktemp -d)
+  trap 'chmod -R u+w "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
+  local work=$WORK
   mkdir -p "$CACHE/bin.tmp"
   (cd "$work" && go mod init fairlane.local/k8s-build >/dev/null 2>&1)
   (build_etcd "$work")
@@ -199,9 +199,7 @@ cmd_up() {
     --disable-admission-plugins TaintNodesByCondition,ServiceAccount
   wait_until kube-apiserver api_ready
   start kube-scheduler --config "$DIR/scheduler-config.yaml" \
-    --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" \
-    --authentication-kubeconfig "$DIR/scheduler.kubeconfig" \
-    --authorization-kubeconfig "$DIR/scheduler.kubeconfig"
+    --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT"
   wait_until kube-scheduler scheduler_ready
   say "up: API https://127.0.0.1:$API_PORT, extender $EXTENDER_URL (logs in $DIR)"
   cmd_env

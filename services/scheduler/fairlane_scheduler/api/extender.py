@@ -123,7 +123,7 @@ def _uid(pod: dict[str, Any]) -> str:
 
 
 def _judge(
-    request: Request, pod: dict[str, Any], names: list[str]
+    request: Request, pod: dict[str, Any], names: list[str], *, explain: bool = True
 ) -> tuple[Verdicts, PodGpus] | None:
     """Each node's verdict, or ``None`` for a pod that asks for no GPU (no opinion)."""
     shape = pod_shape(pod)
@@ -147,11 +147,12 @@ def _judge(
         now_ms=now,
         node_names=names,
         gang=ask,
+        explain=explain,
     )
     return verdicts, PodGpus(shape.gpus_per_node, None if gang is None else gang[0])
 
 
-_INVALID = {
+_INVALID: dict[int | str, dict[str, Any]] = {
     422: {
         "description": "a field of the body has the wrong type (named in detail[].loc)",
         "content": {
@@ -211,7 +212,7 @@ async def extender_filter(request: Request) -> Response:
 async def extender_prioritize(request: Request) -> Response:
     pod, names, _ = await _args(request)
     try:
-        judged = _judge(request, pod, names)
+        judged = _judge(request, pod, names, explain=False)
     except PodError:
         judged = None
     scores = [0] * len(names) if judged is None else judged[0].priorities()

@@ -22,9 +22,11 @@ not yet placed, and of those only the fastest (highest worst-GPU capacity) that 
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -47,13 +49,17 @@ class GangAsk:
 
 
 class NodeSlots:
-    """node id -> its fleet rows, as a matrix padded with -1; rebuilt only when GPUs or
-    nodes appear (a GPU is assumed to stay on its node)."""
+    """What the extender keeps between calls: node id -> its fleet rows (a matrix padded
+    with -1) and name -> node id, rebuilt only when GPUs or nodes appear (a GPU is
+    assumed to stay on its node); and the rows Fairlane placements hold and the
+    cordoned nodes, recomputed only when those sets change."""
 
     def __init__(self) -> None:
         self._key = (-1, -1)
         self.rows: npt.NDArray[np.intp] = np.full((0, 1), -1, dtype=np.intp)
+        self.ids: dict[str, int] = {}
         self._allocated: tuple[Collection[str], int, npt.NDArray[np.bool_]] | None = None
+        self._cordoned: tuple[Collection[str], int, npt.NDArray[np.bool_]] | None = None
 
     def matrix(self, fleet: FleetView) -> npt.NDArray[np.intp]:
         n = len(fleet)
@@ -67,16 +73,27 @@ class NodeSlots:
             rows = np.full((len(fleet.nodes), max(int(counts.max(initial=0)), 1)), -1, np.intp)
             rows[node[order], slot] = order
             self.rows, self._key = rows, key
+            self.ids = {name: i for i, name in enumerate(fleet.nodes)}
         return self.rows
 
     def allocated(self, fleet: FleetView, uuids: Collection[str]) -> npt.NDArray[np.bool_]:
-        """Rows that Fairlane placements hold, recomputed only when the set changes."""
+        """Rows that Fairlane placements hold."""
         n = len(fleet)
         held = self._allocated
         if held is None or held[1] != n or not (held[0] is uuids or held[0] == uuids):
             mask = np.zeros(n, dtype=bool)
             mask[fleet.rows_of(uuids)] = True
             self._allocated = held = (uuids, n, mask)
+        return held[2]
+
+    def cordoned(self, fleet: FleetView) -> npt.NDArray[np.bool_]:
+        """Per node id: cordoned."""
+        names, width = fleet.cordoned, len(fleet.nodes)
+        held = self._cordoned
+        if held is None or held[1] != width or held[0] is not names:
+            mask = np.zeros(width, dtype=bool)
+            mask[[i for name in names if (i := self.ids.get(name)) is not None]] = True
+            self._cordoned = held = (names, width, mask)
         return held[2]
 
 
@@ -92,7 +109,7 @@ class Verdicts:
     reasons: dict[str, str] = field(default_factory=dict)  # for every node that does not fit
 
     def passed(self) -> list[str]:
-        return [n for n, ok in zip(self.names, self.fits.tolist(), strict=True) if ok]
+        return list(itertools.compress(self.names, self.fits.tolist()))
 
     def failed(self) -> dict[str, str]:
         bad = ~self.fits & ~self.unresolvable
@@ -112,20 +129,34 @@ class Verdicts:
         return np.rint(MAX_PRIORITY * cap / best).astype(int).tolist()  # type: ignore[no-any-return]
 
 
-def _row_states(
-    fleet: FleetView, policy: PlacementPolicy, allocated: npt.NDArray[np.bool_], now_ms: int
+def _states(
+    fleet: FleetView,
+    slots: NodeSlots,
+    policy: PlacementPolicy,
+    *,
+    allocated: Collection[str],
+    rows: npt.NDArray[np.intp],
+    node_ids: npt.NDArray[np.intp],
+    now_ms: int,
 ) -> npt.NDArray[np.int8]:
-    n = len(fleet)
-    state = np.zeros(n, dtype=np.int8)
-    masks = [
-        (COOLING, fleet.cooling(now_ms)),
-        (BELOW, fleet.score[:n] < policy.threshold),
-    ]
+    """The placement filter's first reason for each candidate row (FREE: none), computed
+    on the candidates' rows only, never the whole fleet."""
+    state = np.zeros(rows.shape, dtype=np.int8)
+    recovered = fleet.recovered_ms[rows]
+    window_ms = fleet.stability.window_s * 1000
+    cooling = (fleet.dropped_ms[rows] != NEVER) & (
+        (recovered == NEVER) | (now_ms - recovered < window_ms)
+    )
+    masks = [(COOLING, cooling), (BELOW, fleet.score[rows] < policy.threshold)]
     if policy.stale == "exclude":
-        too_old = fleet.ts_ms[:n] < now_ms - policy.stale_after_s * 1000
-        masks.append((STALE, fleet.stale[:n] | too_old))
-    masks.append((CORDONED, fleet.cordoned_rows()))
-    masks.append((ALLOCATED, allocated))
+        too_old = fleet.ts_ms[rows] < now_ms - policy.stale_after_s * 1000
+        masks.append((STALE, fleet.stale[rows] | too_old))
+    if fleet.cordoned:
+        masks.append(
+            (CORDONED, np.broadcast_to(slots.cordoned(fleet)[node_ids][:, None], rows.shape))
+        )
+    if allocated:
+        masks.append((ALLOCATED, slots.allocated(fleet, allocated)[rows]))
     for code, mask in masks:  # last written = first in the filter's order
         state[mask] = code
     return state
@@ -156,18 +187,22 @@ def judge_nodes(
     now_ms: int,
     node_names: Sequence[str],
     gang: GangAsk | None = None,
+    explain: bool = True,
 ) -> Verdicts:
-    """``held``: GPUs Kubernetes pods hold, per fleet node id (core/pod_ledger.py)."""
+    """``held``: GPUs Kubernetes pods hold, per fleet node id (core/pod_ledger.py).
+    ``explain``: write the reasons (prioritize needs none)."""
     want = shape.gpus_per_node
-    lookup = fleet.node_id
-    ids = np.fromiter((-1 if (i := lookup(x)) is None else i for x in node_names), np.intp)
-    known = ids >= 0
     matrix = slots.matrix(fleet)
-    rows = matrix[np.where(known, ids, 0)]  # candidates x slots, -1 padding
+    ids = np.fromiter(map(slots.ids.get, node_names, itertools.repeat(-1)), np.intp)
+    known = ids >= 0
+    node_ids = np.where(known, ids, 0)
+    rows = matrix[node_ids]  # candidates x slots, -1 padding
     rows[~known] = -1
     present = rows >= 0
     safe = np.where(present, rows, 0)
-    state = _row_states(fleet, policy, slots.allocated(fleet, allocated), now_ms)[safe]
+    state = _states(
+        fleet, slots, policy, allocated=allocated, rows=safe, node_ids=node_ids, now_ms=now_ms
+    )
     static = _static_ok(fleet, shape, safe)
     if static is not None:
         state = np.where(static, state, STATIC)
@@ -175,7 +210,7 @@ def judge_nodes(
     qualifying = state == FREE
     taken = np.zeros(len(ids), dtype=np.int64)
     if held is not None:
-        taken = np.where(known, held[np.where(known, ids, 0)], 0)
+        taken = np.where(known, held[node_ids], 0)
     free = qualifying.sum(axis=1) - taken
     fits = known & (free >= want)
     capacity = np.sort(np.where(qualifying, fleet.capacity[safe], -np.inf), axis=1)[:, ::-1]
@@ -195,18 +230,19 @@ def judge_nodes(
             names=node_names,
         )
     unresolvable &= ~fits
-    for i in np.flatnonzero(~fits):
-        if (name := node_names[i]) not in reasons:  # gang reasons already written
-            reasons[name] = _reason(
-                fleet,
-                policy,
-                now_ms=now_ms,
-                want=want,
-                known=bool(known[i]),
-                states=state[i],
-                rows=safe[i],
-                taken=int(taken[i]),
-            )
+    bad = np.flatnonzero(~fits)
+    if explain and len(bad):
+        columns = (known, state, safe, taken)
+        _explain(
+            fleet,
+            policy,
+            now_ms=now_ms,
+            want=want,
+            bad=bad,
+            columns=columns,
+            names=node_names,
+            reasons=reasons,
+        )
     return Verdicts(node_names, fits, unresolvable, min_capacity, ids, reasons)
 
 
@@ -237,49 +273,77 @@ def _gang(
     return chosen
 
 
-_LABELS = {
-    ALLOCATED: "placed by Fairlane",
-    CORDONED: "cordoned",
-    STALE: "stale",
-    STATIC: "not of an allowed model and size",
-}
+_LABELS = (
+    (ALLOCATED, "placed by Fairlane"),
+    (CORDONED, "cordoned"),
+    (STALE, "stale"),
+    (STATIC, "not of an allowed model and size"),
+)
 
 
-def _reason(
+def _explain(
     fleet: FleetView,
     policy: PlacementPolicy,
     *,
     now_ms: int,
     want: int,
-    known: bool,
-    states: npt.NDArray[np.int8],
-    rows: npt.NDArray[np.intp],
-    taken: int,
-) -> str:
-    """Why one node cannot take the pod, naming the state of its GPUs."""
+    bad: npt.NDArray[np.intp],
+    columns: tuple[npt.NDArray[Any], ...],
+    names: Sequence[str],
+    reasons: dict[str, str],
+) -> None:
+    """Why each node in ``bad`` cannot take the pod, naming the state of its GPUs; the
+    numbers are taken for all of them at once, and equal reasons are written once."""
+    known, state, rows, taken = (c[bad] for c in columns)
+    present = state >= 0
+    usable = present & (state != STATIC)
+    n_usable = usable.sum(axis=1)
+    n_healthy = (usable & (fleet.score[rows] > 0)).sum(axis=1)
+    counts = np.stack([(state == code).sum(axis=1) for code, _ in _LABELS], axis=1)
+    below = state == BELOW
+    best_below = np.where(below, fleet.score[rows], -np.inf).max(axis=1)
+    cooling = state == COOLING
+    back = np.where(cooling, fleet.recovered_ms[rows], NEVER).max(axis=1)
+    free = (state == FREE).sum(axis=1) - taken
+    window_ms = round(fleet.stability.window_s * 1000)
+    keys = zip(
+        known.tolist(),
+        n_usable.tolist(),
+        n_healthy.tolist(),
+        map(tuple, counts.tolist()),
+        below.sum(axis=1).tolist(),
+        np.round(best_below, 2).tolist(),
+        cooling.sum(axis=1).tolist(),
+        (back // 1000).tolist(),
+        taken.tolist(),
+        free.tolist(),
+        strict=True,
+    )
+    written: dict[tuple[Any, ...], str] = {}
+    for i, key in zip(bad.tolist(), keys, strict=True):
+        if (name := names[i]) in reasons:  # a gang's reason, already written
+            continue
+        if (text := written.get(key)) is None:
+            text = written[key] = _reason(key, want, policy.threshold, window_ms)
+        reasons[name] = text
+
+
+def _reason(key: tuple[Any, ...], want: int, threshold: float, window_ms: int) -> str:
+    known, usable, healthy, counts, below, best, cooling, back_s, taken, free = key
     if not known:
         return "no GPU scores from Fairlane for this node"
-    usable = int(np.count_nonzero((states >= 0) & (states != STATIC)))
     if usable < want:
         return f"{usable} GPUs of an allowed model and size, need {want}"
-    healthy = int(np.count_nonzero((states >= 0) & (states != STATIC) & (fleet.score[rows] > 0)))
     if healthy < want:
         return f"{healthy} healthy GPUs, need {want}"
-    parts = [f"{int(np.count_nonzero(states == code))} {label}" for code, label in _LABELS.items()]
-    below = states == BELOW
-    if below.any():
-        best = float(fleet.score[rows][below].max())
-        parts.append(f"{int(below.sum())} score {best:.2f} < {policy.threshold:.2f}")
-    cooling = states == COOLING
-    if cooling.any():
-        back = int(fleet.recovered_ms[rows][cooling].max())  # cooling: recovered is set
-        until = back + round(fleet.stability.window_s * 1000)
-        parts.append(f"{int(cooling.sum())} cooling until {_utc(until)}")
+    parts = [f"{c} {label}" for c, (_, label) in zip(counts, _LABELS, strict=True) if c]
+    if below:
+        parts.append(f"{below} score {best:.2f} < {threshold:.2f}")
+    if cooling:
+        parts.append(f"{cooling} cooling until {_utc(back_s * 1000 + window_ms)}")
     if taken:
         parts.append(f"{taken} held by Kubernetes pods")
-    free = int(np.count_nonzero(states == FREE)) - taken
-    detail = ", ".join(p for p in parts if not p.startswith("0 "))
-    return f"{max(free, 0)} of {want} GPUs free to take ({detail})"
+    return f"{max(free, 0)} of {want} GPUs free to take ({', '.join(parts)})"
 
 
 def _utc(ms: int) -> str:
