@@ -102,14 +102,19 @@ def in_process(fleet: FleetView, names: list[str], calls: int, now_ms: int) -> d
         for _ in ("filter", "prioritize"):
             orjson.dumps({"NodeNames": orjson.loads(body)["NodeNames"], "FailedNodes": {}})
         reference.append(time.perf_counter() - start)
-    return {"p50": percentile(timings, 50), "p99": percentile(timings, 99),
-            "ref_p99": percentile(reference, 99)}
+    return {
+        "p50": percentile(timings, 50),
+        "p99": percentile(timings, 99),
+        "ref_p99": percentile(reference, 99),
+    }
 
 
 def serve(fleet: FleetView, port: int) -> uvicorn.Server:
     app = FastAPI()
     app.include_router(router)
-    app.state.runtime = _Live(fleet, PlacementPolicy(stale_after_s=1e9), type("L", (), {"current": frozenset()}))
+    app.state.runtime = _Live(
+        fleet, PlacementPolicy(stale_after_s=1e9), type("L", (), {"current": frozenset()})
+    )
     app.state.extender = ExtenderState()
 
     @app.post("/echo")
@@ -139,8 +144,11 @@ def over_http(fleet: FleetView, names: list[str], calls: int) -> dict[str, float
             client.post("/echo", content=body)
             reference.append(time.perf_counter() - start)
     server.should_exit = True
-    return {"p50": percentile(timings, 50), "p99": percentile(timings, 99),
-            "ref_p99": percentile(reference, 99)}
+    return {
+        "p50": percentile(timings, 50),
+        "p99": percentile(timings, 99),
+        "ref_p99": percentile(reference, 99),
+    }
 
 
 def main() -> None:

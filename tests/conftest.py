@@ -10,6 +10,8 @@ import asyncpg
 import pytest
 
 from fairlane_runtime.kafka import ensure_topics
+from tests.kube import ControlPlane, control_plane
+from tests.processes import free_port
 from tests.servers import kafka_server, postgres_server
 
 
@@ -24,6 +26,14 @@ def kafka_bootstrap() -> Iterator[str]:
 def postgres_dsn() -> Iterator[str]:
     with postgres_server() as dsn:
         yield dsn
+
+
+@pytest.fixture(scope="session")
+def kube_plane() -> Iterator[ControlPlane]:
+    """etcd, kube-apiserver and kube-scheduler (tests/kube.py), the extender expected on
+    a port chosen now; built first if the binaries are not cached yet."""
+    with control_plane(free_port()) as plane:
+        yield plane
 
 
 @pytest.fixture

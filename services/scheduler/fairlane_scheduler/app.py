@@ -228,7 +228,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
         title="Fairlane scheduler",
         version="0.1.0",
         description="Places GPU jobs on the GPUs that will run them fastest, from live scores.",
-        lifespan=with_kube_edges(lifespan, settings, metrics.outage("pod watch", "kubernetes")),
+        lifespan=with_kube_edges(lifespan, settings, metrics),
     )
     app.state.tokens = TokenTable(settings)
     if settings.auth_disabled:

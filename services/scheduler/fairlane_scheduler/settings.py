@@ -69,6 +69,12 @@ class SchedulerSettings(ServiceSettings):
     )
     kube_token_file: FilePath | None = Field(None, description="bearer token for kube_api_url")
     kube_ca_file: FilePath | None = Field(None, description="CA of kube_api_url's certificate")
+    kube_device_taints: bool = Field(
+        False, description="keep a DRA DeviceTaintRule on every GPU held out (needs kube_api_url)"
+    )
+    kube_device_taints_interval_s: float = Field(
+        2.0, gt=0, description="how often the device-taint controller reconciles"
+    )
 
     auth_disabled: bool = Field(False, description="serve without tokens (logged loudly)")
     admin_token: SecretStr | None = Field(

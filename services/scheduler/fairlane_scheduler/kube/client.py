@@ -9,6 +9,7 @@ kubelet rotates); elsewhere the URL, token file and CA file come from settings."
 from __future__ import annotations
 
 import os
+import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,9 @@ class KubeConfig:
 class KubeClient:
     def __init__(self, config: KubeConfig, timeout_s: float = 10.0) -> None:
         self._config = config
-        verify: Any = True if config.ca_file is None else str(config.ca_file)
+        verify: ssl.SSLContext | bool = True
+        if config.ca_file is not None:
+            verify = ssl.create_default_context(cafile=str(config.ca_file))
         self._http = httpx.AsyncClient(
             base_url=config.url, verify=verify, timeout=httpx.Timeout(timeout_s, read=None)
         )

@@ -1,11 +1,13 @@
 """The extender's two Kubernetes edges: the binder of its bind verb, and a watch of the
 pods that hold GPUs, which keeps the pod ledger current (core/pod_ledger.py).
 
-The watch lists the pods that have a node and ask for ``nvidia.com/gpu``, then follows
-changes; a pod counts while it is bound and not finished, and is released when it
-ends or is deleted. It also learns of pods bound without Fairlane (another replica's
-binding, a pod created with ``spec.nodeName``), and after a restart it rebuilds the
-ledger from the listing. When the watch breaks it lists again (the ledger is replaced,
+The watch lists every pod, then follows changes (as kube-scheduler's own informer
+does); a pod asking for ``nvidia.com/gpu`` counts while it is bound and not
+finished, and is released when it ends or is deleted. An unbound pod that changes
+(kube-scheduler wrote why it failed) or is deleted loses the hold its approval took.
+It also learns of pods bound without Fairlane (another replica's binding, a pod
+created with ``spec.nodeName``), and after a restart it rebuilds the ledger from the
+listing. When the watch breaks it lists again (the ledger is replaced,
 not appended to), after a short pause while the API server is away.
 """
 
@@ -26,7 +28,6 @@ __all__ = ["PodWatch", "bind_pod"]
 log = logging.getLogger("fairlane.scheduler.kube")
 
 _PODS = "/api/v1/pods"
-_BOUND = {"fieldSelector": "spec.nodeName!="}
 _RETRY_S = 1.0
 
 
@@ -88,7 +89,7 @@ class PodWatch:
                 await asyncio.sleep(_RETRY_S)
 
     async def _list(self) -> str:
-        listing = await self._client.get(_PODS, _BOUND)
+        listing = await self._client.get(_PODS)
         pods = {}
         for pod in listing.get("items") or []:
             if (held := holding(pod)) is not None:
@@ -98,7 +99,7 @@ class PodWatch:
         return str(listing["metadata"]["resourceVersion"])
 
     async def _follow(self, version: str) -> None:
-        async for event in self._client.watch(_PODS, version, _BOUND):
+        async for event in self._client.watch(_PODS, version):
             kind, pod = event.get("type"), event.get("object") or {}
             if kind == "ERROR":  # e.g. 410 Gone: too old a version; list again
                 log.info("pod watch ended: %s", pod.get("message"))

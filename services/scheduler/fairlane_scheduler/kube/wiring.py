@@ -8,9 +8,13 @@ from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import Any
 
-from fairlane_runtime.outage import OutageLog
+import asyncpg
+
+from fairlane_scheduler.api.deps import SchedulerMetrics
 from fairlane_scheduler.api.extender import ExtenderState
+from fairlane_scheduler.clock import now_ms
 from fairlane_scheduler.kube.client import KubeClient, KubeConfig
+from fairlane_scheduler.kube.device_taints import TaintController
 from fairlane_scheduler.kube.pods import PodWatch, bind_pod
 from fairlane_scheduler.settings import SchedulerSettings
 
@@ -29,23 +33,45 @@ def kube_config(settings: SchedulerSettings) -> KubeConfig | None:
 
 @contextlib.asynccontextmanager
 async def kube_edges(
-    settings: SchedulerSettings, app_state: Any, outage: OutageLog
+    settings: SchedulerSettings, app_state: Any, metrics: SchedulerMetrics
 ) -> AsyncIterator[ExtenderState]:
     """``app_state.extender`` for the extender's routes; with an API server, the pod
-    watch keeps its ledger and its bind verb binds through the API."""
+    watch keeps its ledger, its bind verb binds through the API, and (when enabled) the
+    device-taint controller runs."""
     app_state.extender = state = ExtenderState()
     config = kube_config(settings)
     if config is None:
         yield state
         return
     client = KubeClient(config)
-    watch = PodWatch(client, state.ledger, outage)
+    watch = PodWatch(client, state.ledger, metrics.outage("pod watch", "kubernetes"))
     await watch.start()
     state.binder = partial(bind_pod, client)
+    taints = None
+    if settings.kube_device_taints:
+        from fairlane_scheduler.app import database_ssl
+
+        runtime = app_state.runtime
+        taints = TaintController(
+            client,
+            partial(
+                asyncpg.connect,
+                settings.database_url.get_secret_value(),
+                ssl=database_ssl(settings),
+            ),
+            fleet=runtime.fleet,
+            policy=runtime.policy,
+            clock_ms=now_ms,
+            outage=metrics.outage("device taints", "kubernetes or postgres"),
+            interval_s=settings.kube_device_taints_interval_s,
+        )
+        await taints.start()
     try:
         yield state
     finally:
         state.binder = None
+        if taints is not None:
+            await taints.stop()
         await watch.stop()
         await client.close()
 
@@ -53,12 +79,14 @@ async def kube_edges(
 Lifespan = Callable[[Any], AbstractAsyncContextManager[None]]
 
 
-def with_kube_edges(lifespan: Lifespan, settings: SchedulerSettings, outage: OutageLog) -> Lifespan:
+def with_kube_edges(
+    lifespan: Lifespan, settings: SchedulerSettings, metrics: SchedulerMetrics
+) -> Lifespan:
     """``lifespan``, then the extender's edges inside it (started last, stopped first)."""
 
     @contextlib.asynccontextmanager
     async def wrapped(app: Any) -> AsyncIterator[None]:
-        async with lifespan(app), kube_edges(settings, app.state, outage):
+        async with lifespan(app), kube_edges(settings, app.state, metrics):
             yield
 
     return wrapped
