@@ -10,19 +10,14 @@ The tests run in order on one stack (module scope), each leaving no pod behind.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
+from functools import partial
 
-import httpx
 import pytest
 
 from tests.kube import ControlPlane, Kube, wait_for
-from tests.live_stack import pipeline_env
-from tests.processes import service, wait_for_http
+from tests.kube_stack import FairlaneStack, fairlane_stack
 
-TOKEN = "k8s-test-admin-token"
 SCENARIO = """
 name = "k8s: a hot corner and a node that recovers"
 
@@ -50,100 +45,31 @@ clock_factor = 0.3
 """
 
 
-@dataclass
-class Stack:
-    kube: Kube
-    url: str  # Fairlane's API
-    prefix: str
-    scheduler: subprocess.Popen[bytes] | None
-    start_scheduler: object  # () -> Popen, on kube-scheduler's extender port
-
-    def node(self, n: int) -> str:
-        return f"{self.prefix}-{n:04d}"
-
-    def gpu_states(self, n: int) -> dict[str, int]:
-        answer = httpx.get(
-            f"{self.url}/v1/nodes", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5
-        )
-        for summary in answer.json():
-            if summary["node"] == self.node(n):
-                return dict(summary["states"])
-        return {}
-
-
 @pytest.fixture(scope="module")
 def stack(
     kube_plane: ControlPlane,
     kafka_bootstrap: str,
     postgres_dsn: str,
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Stack]:
-    tmp = tmp_path_factory.mktemp("k8s")
-    prefix = f"k8s-{os.getpid()}"
-    (tmp / "scenario.toml").write_text(SCENARIO)
-    env, scorer_env = pipeline_env(kafka_bootstrap, prefix, tmp)
-    scorer_env |= {"FAIRLANE_HISTORY_S": "15", "FAIRLANE_RECENT_WINDOW_S": "8"}
-    port = kube_plane.extender_port
-    scheduler_env = {
-        **env,
-        "DATABASE_URL": postgres_dsn,
-        "FAIRLANE_ADMIN_TOKEN": TOKEN,
-        "FAIRLANE_STALE_AFTER_S": "30",
-        "FAIRLANE_STABILIZATION_S": "15",
-        "FAIRLANE_KUBE_API_URL": kube_plane.url,
-        "FAIRLANE_KUBE_TOKEN_FILE": str(kube_plane.token_file),
-        "FAIRLANE_KUBE_CA_FILE": str(kube_plane.ca_file),
-    }
-    log = tmp / "sched.log"
+) -> Iterator[FairlaneStack]:
+    tmp, prefix = tmp_path_factory.mktemp("k8s"), f"k8s-{os.getpid()}"
+    with fairlane_stack(kube_plane, kafka_bootstrap, postgres_dsn, tmp, prefix, SCENARIO) as s:
+        for n in range(3):
+            s.kube.gpu_node(s.node(n), 8)
 
-    def start_scheduler() -> subprocess.Popen[bytes]:
-        with log.open("ab") as out:
-            proc = subprocess.Popen(
-                [os.sys.executable, "-m", "fairlane_scheduler", "--port", str(port)],  # type: ignore[attr-defined]
-                env={**os.environ, **scheduler_env},
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        wait_for_http(f"http://127.0.0.1:{port}/healthz", proc, log)
-        return proc
+        def ready() -> bool:  # node 0: 5 qualifying GPUs, node 1: none, before any pod
+            held_out = s.gpu_states(1)
+            return s.gpu_states(0).get("free") == 5 and bool(held_out) and "free" not in held_out
 
-    kube = kube_plane.client()
-    for n, gpus in ((0, 8), (1, 8), (2, 8)):
-        kube.gpu_node(f"{prefix}-{n:04d}", gpus)
-    agent_args = ["--node-prefix", prefix, "--scenario", str(tmp / "scenario.toml")]
-    agent_args += ["--seed", "5", "--metrics-port", "0", "--backend", "sim"]
-    with service("fairlane_scorer", [], scorer_env, tmp / "scorer.log") as scorer:
-        wait_for_http(
-            f"http://127.0.0.1:{scorer_env['FAIRLANE_WEB_PORT']}/healthz",
-            scorer,
-            tmp / "scorer.log",
-        )
-        scheduler = start_scheduler()
-        stack = Stack(kube, f"http://127.0.0.1:{port}", prefix, scheduler, start_scheduler)
-        try:
-            with service("fairlane_agent", agent_args, env, tmp / "agent.log"):
-                # Node 0: 5 qualifying GPUs, node 1: none (throttled), before any pod.
-                wait_for(
-                    "the fleet's first scores",
-                    lambda: (
-                        stack.gpu_states(0).get("free") == 5
-                        and stack.gpu_states(1).get("free", 0) == 0
-                        and stack.gpu_states(1)
-                    ),
-                    120,
-                )
-                yield stack
-        finally:
-            if stack.scheduler is not None:
-                stack.scheduler.send_signal(signal.SIGTERM)
-                stack.scheduler.wait(30)
+        wait_for("the fleet's first scores", ready, 120)
+        yield s
 
 
 def bound(kube: Kube, names: list[str]) -> dict[str, str]:
     return {n: node for n in names if (node := kube.node_of(n)) is not None}
 
 
-def test_gpu_pods_go_only_where_fairlane_passes_and_never_over_commit(stack: Stack) -> None:
+def test_gpu_pods_go_only_where_fairlane_passes_and_never_over_commit(stack: FairlaneStack) -> None:
     """The reproduction: node 0 counts 8 GPUs in Kubernetes, 5 in Fairlane; four 2-GPU
     pods: two are bound there, none anywhere else, and the others wait, saying why."""
     kube, names = stack.kube, [f"burst-{i}" for i in range(4)]
@@ -158,7 +84,7 @@ def test_gpu_pods_go_only_where_fairlane_passes_and_never_over_commit(stack: Sta
     assert set(placed.values()) == {stack.node(0)}
     waiting = [n for n in names if n not in placed]
     for name in waiting:
-        message = wait_for("a FailedScheduling condition", lambda n=name: kube.unschedulable(n))
+        message = wait_for("a FailedScheduling condition", partial(kube.unschedulable, name))
         assert "held by Kubernetes pods" in message, message  # node 0: its GPUs are taken
         assert "no GPU scores from Fairlane" in message, message  # node 2
         assert "score" in message or "cooling" in message, message  # node 1, throttled
@@ -170,7 +96,7 @@ def test_gpu_pods_go_only_where_fairlane_passes_and_never_over_commit(stack: Sta
         kube.delete_pod(name)
 
 
-def test_a_throttled_node_is_avoided_until_it_recovers(stack: Stack) -> None:
+def test_a_throttled_node_is_avoided_until_it_recovers(stack: FairlaneStack) -> None:
     kube = stack.kube
     kube.pod("big-0", gpus=4)
     why = lambda: (kube.unschedulable("big-0"), stack.gpu_states(0))  # noqa: E731
@@ -186,12 +112,11 @@ def test_a_throttled_node_is_avoided_until_it_recovers(stack: Stack) -> None:
     kube.delete_pod("big-2")
 
 
-def test_with_fairlane_down_gpu_pods_wait_and_schedule_when_it_returns(stack: Stack) -> None:
+def test_with_fairlane_down_gpu_pods_wait_and_schedule_when_it_returns(
+    stack: FairlaneStack,
+) -> None:
     kube = stack.kube
-    assert stack.scheduler is not None
-    stack.scheduler.send_signal(signal.SIGTERM)
-    stack.scheduler.wait(30)
-    stack.scheduler = None
+    stack.stop_scheduler()
     kube.pod("web", gpus=0)  # asks for no GPU: never sent to the extender
     kube.pod("train", gpus=2)
     assert wait_for("web bound without Fairlane", lambda: kube.node_of("web"))
@@ -201,7 +126,7 @@ def test_with_fairlane_down_gpu_pods_wait_and_schedule_when_it_returns(stack: St
     events = kube.events_of("train")
     assert any(e["reason"] == "FailedScheduling" for e in events), events
     assert kube.node_of("train") is None
-    stack.scheduler = stack.start_scheduler()  # type: ignore[operator]
+    stack.start_scheduler()
     assert wait_for("train bound after Fairlane returned", lambda: kube.node_of("train"), 60) in (
         stack.node(0),
         stack.node(1),

@@ -1,0 +1,164 @@
+"""GPU health as DRA device taints, on the real control plane: kube-scheduler's own DRA
+allocator never picks the GPU that the simulated fleet throttles while Fairlane's
+DeviceTaintRule is on it, and picks it again once the rule is lifted.
+
+No kubelet and no DRA driver: the test publishes a ResourceSlice per node shaped as
+NVIDIA's driver (gpu.nvidia.com) does — devices ``gpu-<minor>`` with the GPU's ``uuid``
+attribute — and a DeviceClass with ``extendedResourceName: nvidia.com/gpu``, so that a
+classic ``nvidia.com/gpu: 2`` limit is allocated from DRA devices too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from fairlane_scheduler.core.device_taints import TAINT_KEY
+from fairlane_scheduler.kube.device_taints import RULES
+from tests.kube import ControlPlane, Kube, wait_for
+from tests.kube_stack import FairlaneStack, fairlane_stack
+
+DRIVER = "gpu.nvidia.com"
+CLASS = "fairlane-test-gpu"
+# One node of 4 GPUs; GPU 0 throttles for the first 30 s.
+SCENARIO = """
+name = "dra: one GPU throttles, then recovers"
+
+[fleet]
+nodes = 1
+gpus_per_node = 4
+models = ["H100"]
+degraded_fraction = 0.0
+
+[[events]]
+kind = "thermal"
+nodes = [0]
+gpus = [0]
+start_s = 0
+duration_s = 30
+ramp_s = 1
+clock_factor = 0.3
+"""
+
+
+def resource_slice(node: str, gpus: list[dict[str, Any]]) -> dict[str, Any]:
+    devices = [
+        {
+            "name": f"gpu-{g['index']}",
+            "attributes": {
+                "type": {"string": "gpu"},
+                "uuid": {"string": g["uuid"]},
+                "productName": {"string": "NVIDIA H100 80GB HBM3"},
+                "driverVersion": {"version": "580.65.6"},
+            },
+            "capacity": {"memory": {"value": "80Gi"}},
+        }
+        for g in gpus
+    ]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{DRIVER}"},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def stack(
+    kube_plane: ControlPlane,
+    kafka_bootstrap: str,
+    postgres_dsn: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[FairlaneStack]:
+    tmp, prefix = tmp_path_factory.mktemp("dra"), f"dra-{os.getpid()}"
+    taints = {"FAIRLANE_KUBE_DEVICE_TAINTS": "true", "FAIRLANE_KUBE_DEVICE_TAINTS_INTERVAL_S": "1"}
+    with fairlane_stack(
+        kube_plane, kafka_bootstrap, postgres_dsn, tmp, prefix, SCENARIO, taints
+    ) as s:
+        node = s.node(0)
+        gpus = wait_for(
+            "the node's scores",
+            lambda: (g := s.api(f"/v1/nodes/{node}").get("gpus")) and len(g) == 4 and g,
+            120,
+        )
+        s.kube.gpu_node(node, 0)  # a DRA node: no device-plugin resource
+        s.kube.ok("POST", "/apis/resource.k8s.io/v1/resourceslices", resource_slice(node, gpus))
+        device_class = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": CLASS},
+            "spec": {
+                "selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}],
+                "extendedResourceName": "nvidia.com/gpu",
+            },
+        }
+        s.kube.ok("POST", "/apis/resource.k8s.io/v1/deviceclasses", device_class)
+        yield s
+
+
+def rules(kube: Kube) -> dict[str, dict[str, Any]]:
+    items = kube.ok("GET", RULES)["items"]
+    return {r["spec"]["deviceSelector"]["device"]: r["spec"] for r in items}
+
+
+def allocated(kube: Kube, claim: str) -> list[str] | None:
+    status = kube.ok("GET", f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/{claim}")
+    results = ((status.get("status") or {}).get("allocation") or {}).get("devices", {})
+    found = [r["device"] for r in results.get("results") or []]
+    return found or None
+
+
+def claim_of_classic_pod(kube: Kube, pod: str) -> str | None:
+    status = kube.get_pod(pod).get("status") or {}
+    name = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+    return str(name) if name else None
+
+
+def test_the_allocator_never_picks_the_tainted_gpu_and_picks_it_after_recovery(
+    stack: FairlaneStack,
+) -> None:
+    kube = stack.kube
+    tainted = wait_for("gpu-0 tainted", lambda: rules(kube).get("gpu-0"), 60)
+    assert tainted["taint"]["key"] == TAINT_KEY
+    assert tainted["taint"]["effect"] == "NoSchedule"
+    assert tainted["taint"]["value"].split("_")[0] in ("below-threshold", "cooling")
+    assert set(rules(kube)) == {"gpu-0"}  # the healthy three are left alone
+
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "two-gpus"},
+        "spec": {
+            "devices": {
+                "requests": [{"name": "gpus", "exactly": {"deviceClassName": CLASS, "count": 2}}]
+            }
+        },
+    }
+    kube.ok("POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims", claim)
+    kube.pod(
+        "with-claim",
+        resourceClaims=[{"name": "gpus", "resourceClaimName": "two-gpus"}],
+    )
+    devices = wait_for("the claim allocated", lambda: allocated(kube, "two-gpus"), 60)
+    assert "gpu-0" not in devices
+    assert len(devices) == 2
+    # A classic limit, served from DRA devices: one untainted GPU is left, so it waits.
+    kube.pod("classic", gpus=2)
+    message = wait_for("the classic pod refused", lambda: kube.unschedulable("classic"), 60)
+    assert kube.node_of("classic") is None, message
+    assert rules(kube).get("gpu-0") is not None  # still held out meanwhile
+
+    wait_for("gpu-0's rule lifted after the window", lambda: "gpu-0" not in rules(kube), 150)
+    # The rule's deletion is an event kube-scheduler's DRA plugin requeues the pod on.
+    node = wait_for("the classic pod bound", lambda: kube.node_of("classic"), 60)
+    assert node == stack.node(0)
+    name = wait_for("its claim", lambda: claim_of_classic_pod(kube, "classic"), 30)
+    assert "gpu-0" in (allocated(kube, name) or [])  # the recovered GPU is picked again
