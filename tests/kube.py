@@ -109,8 +109,11 @@ class Kube:
     def __init__(self, http: httpx.Client) -> None:
         self.http = http
 
-    def request(self, method: str, path: str, body: Any = None, **params: str) -> httpx.Response:
-        kind = "merge-patch+json" if method == "PATCH" else "json"
+    def request(
+        self, method: str, path: str, body: Any = None, kind: str = "", **params: str
+    ) -> httpx.Response:
+        """``kind``: the body's media type after application/ (PATCH: merge-patch+json)."""
+        kind = kind or ("merge-patch+json" if method == "PATCH" else "json")
         headers = {"Content-Type": f"application/{kind}"}
         content = None if body is None else json.dumps(body)
         return self.http.request(

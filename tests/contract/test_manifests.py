@@ -1,6 +1,7 @@
 """The Kubernetes manifests in deploy/ and the Dockerfile carry the hardening that
 docs/security.md promises: non-root, read-only root filesystem, no capabilities, the
-RuntimeDefault seccomp profile, no service-account token, and NetworkPolicies that
+RuntimeDefault seccomp profile, no service-account token (but the scheduler's, bound to
+its own narrow ClusterRole: deploy/rbac.yaml), and NetworkPolicies that
 admit only the control plane to the extender and let agents reach nothing but Kafka."""
 
 from __future__ import annotations
@@ -59,7 +60,11 @@ def test_pods_run_non_root_under_runtime_default_seccomp_without_a_token(name: s
     assert context["runAsNonRoot"] is True
     assert context["runAsUser"] > 0
     assert context["seccompProfile"] == {"type": "RuntimeDefault"}
-    assert spec["automountServiceAccountToken"] is False
+    if name == "fairlane-scheduler":  # the pod watch, bindings and device taints
+        assert spec["automountServiceAccountToken"] is True
+        assert spec["serviceAccountName"] == "fairlane-scheduler"
+    else:
+        assert spec["automountServiceAccountToken"] is False
     assert not spec.get("hostNetwork")
     assert not spec.get("hostPID")
 
