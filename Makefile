@@ -12,7 +12,7 @@ PACKAGES := -p fairlane_events -p fairlane_scoring -p fairlane_sim -p fairlane_r
             -p fairlane_agent -p fairlane_scorer -p fairlane_scheduler
 PYTEST_ARGS ?=
 
-.PHONY: help setup run stop test test-unit lint fmt schemas servers-up servers-down clean eval eval-quick eval-live bench-eval
+.PHONY: help setup run stop test test-unit lint k8s-build fmt schemas servers-up servers-down clean eval eval-quick eval-live bench-eval
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -56,6 +56,9 @@ fmt: setup ## format and autofix
 
 schemas: setup ## regenerate the JSON Schemas from the record models
 	$(PY) -m fairlane_events.schemas
+
+k8s-build: ## build (once) and cache the tests' Kubernetes control plane (~10 min first time)
+	scripts/k8s.sh build
 
 servers-up: setup ## start only Kafka and Postgres (dev ports)
 	scripts/kafka.sh up

@@ -157,6 +157,14 @@ def test_priorities_scale_the_offered_capacity_to_0_10() -> None:
     assert "1 held by Kubernetes pods" in verdicts.failed()["half"]
 
 
+def test_prioritize_ranks_the_survivors_from_the_filters_answer() -> None:
+    fleet = fleet_of(node("fast", [0.9, 0.9]), node("slow", [0.5, 0.9]), node("mid", [0.7, 0.9]))
+    verdicts = judge(fleet, JobShape(1), ["fast", "slow", "mid"])
+    assert verdicts.priorities(["mid", "fast", "gone"]) == [10, 10, 0]
+    two = judge(fleet, JobShape(2), ["fast", "slow", "mid"])
+    assert two.priorities(["mid", "fast"]) == [8, 10]  # worst GPU 0.7 vs 0.9
+
+
 def test_a_node_with_5_qualifying_gpus_takes_two_2_gpu_pods_not_four() -> None:
     """The reproduction of issue 10: 8 GPUs, 3 below the threshold."""
     fleet = fleet_of(node("n", [0.9] * 5 + [0.4] * 3))

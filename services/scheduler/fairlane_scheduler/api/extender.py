@@ -36,6 +36,8 @@ __all__ = ["Binder", "ExtenderState", "router"]
 
 router = APIRouter(prefix="/v1/extender", tags=["kube-scheduler extender"])
 
+_REUSE_MS = 1000  # how long a filter's answer may rank the same pod
+
 #: (namespace, pod name, pod uid, node) -> None once the Binding is created.
 Binder = Callable[[str, str, str, str], Awaitable[None]]
 
@@ -47,6 +49,9 @@ class ExtenderState:
     ledger: PodLedger = field(default_factory=PodLedger)
     slots: NodeSlots = field(default_factory=NodeSlots)
     binder: Binder | None = None  # set when the Kubernetes API is configured
+    #: The last filter's answer (pod uid, when, verdicts): kube-scheduler's prioritize
+    #: for the same pod follows within milliseconds, and is ranked from it.
+    last: tuple[str, int, Verdicts] | None = None
 
 
 class ExtenderArgs(BaseModel):
@@ -186,8 +191,9 @@ async def extender_filter(request: Request) -> Response:
         return _json(result | ({"Nodes": nodes} if nodes is not None else {"NodeNames": names}))
     verdicts, gpus = judged
     passed = verdicts.passed()
+    state: ExtenderState = request.app.state.extender
+    state.last = (_uid(pod), now_ms(), verdicts)
     if passed:
-        state: ExtenderState = request.app.state.extender
         ids = verdicts.node_ids[verdicts.fits]
         state.ledger.approve(_uid(pod), gpus, ids, now_ms())
     result["FailedNodes"] = verdicts.failed()
@@ -211,6 +217,11 @@ async def extender_filter(request: Request) -> Response:
 )
 async def extender_prioritize(request: Request) -> Response:
     pod, names, _ = await _args(request)
+    state: ExtenderState = request.app.state.extender
+    last = state.last
+    if last is not None and last[0] == _uid(pod) and now_ms() - last[1] < _REUSE_MS:
+        scores = last[2].priorities(names)
+        return _json([{"Host": n, "Score": s} for n, s in zip(names, scores, strict=True)])
     try:
         judged = _judge(request, pod, names, explain=False)
     except PodError:

@@ -120,12 +120,17 @@ class Verdicts:
             self.names[i]: self.reasons[self.names[i]] for i in np.flatnonzero(self.unresolvable)
         }
 
-    def priorities(self) -> list[int]:
-        """0..10 per node: its offered worst-GPU capacity against the best node's."""
+    def priorities(self, names: Sequence[str] | None = None) -> list[int]:
+        """0..10 per node: its offered worst-GPU capacity against the best node's; for
+        ``names`` (a subset, as prioritize sends after filter) when given."""
         cap = np.where(self.fits, self.min_capacity, 0.0)
+        if names is not None:
+            index = dict(zip(self.names, range(len(self.names)), strict=True))
+            at = np.fromiter(map(index.get, names, itertools.repeat(-1)), np.intp)
+            cap = np.where(at >= 0, cap[at], 0.0)
         best = float(cap.max(initial=0.0))
         if best <= 0:
-            return [0] * len(self.names)
+            return [0] * len(cap)
         return np.rint(MAX_PRIORITY * cap / best).astype(int).tolist()  # type: ignore[no-any-return]
 
 
@@ -141,25 +146,22 @@ def _states(
 ) -> npt.NDArray[np.int8]:
     """The placement filter's first reason for each candidate row (FREE: none), computed
     on the candidates' rows only, never the whole fleet."""
-    state = np.zeros(rows.shape, dtype=np.int8)
     recovered = fleet.recovered_ms[rows]
     window_ms = fleet.stability.window_s * 1000
     cooling = (fleet.dropped_ms[rows] != NEVER) & (
         (recovered == NEVER) | (now_ms - recovered < window_ms)
     )
-    masks = [(COOLING, cooling), (BELOW, fleet.score[rows] < policy.threshold)]
+    state = np.where(cooling, np.int8(COOLING), np.int8(FREE))
+    state = np.where(fleet.score[rows] < policy.threshold, np.int8(BELOW), state)
     if policy.stale == "exclude":
         too_old = fleet.ts_ms[rows] < now_ms - policy.stale_after_s * 1000
-        masks.append((STALE, fleet.stale[rows] | too_old))
+        state = np.where(fleet.stale[rows] | too_old, np.int8(STALE), state)
     if fleet.cordoned:
-        masks.append(
-            (CORDONED, np.broadcast_to(slots.cordoned(fleet)[node_ids][:, None], rows.shape))
-        )
+        cordoned = slots.cordoned(fleet)[node_ids][:, None]
+        state = np.where(cordoned, np.int8(CORDONED), state)
     if allocated:
-        masks.append((ALLOCATED, slots.allocated(fleet, allocated)[rows]))
-    for code, mask in masks:  # last written = first in the filter's order
-        state[mask] = code
-    return state
+        state = np.where(slots.allocated(fleet, allocated)[rows], np.int8(ALLOCATED), state)
+    return state  # each later mask overrides: the first reason in the filter's order wins
 
 
 def _static_ok(
