@@ -109,6 +109,8 @@ def in_process(fleet: FleetView, names: list[str], calls: int, now_ms: int) -> d
         "p50": percentile(timings, 50),
         "p99": percentile(timings, 99),
         "ref_p99": percentile(reference, 99),
+        "cpu_p50": percentile(cpu, 50),
+        "cpu_p99": percentile(cpu, 99),
     }
 
 

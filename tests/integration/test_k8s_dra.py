@@ -10,12 +10,17 @@ classic ``nvidia.com/gpu: 2`` limit is allocated from DRA devices too.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from fairlane_events.codec import decode
+from fairlane_events.records import PlacementEvent
+from fairlane_events.topics import PLACEMENTS
+from fairlane_scheduler.adapters.scores import read_from_beginning
 from fairlane_scheduler.core.device_taints import TAINT_KEY
 from fairlane_scheduler.kube.device_taints import RULES
 from tests.kube import ControlPlane, Kube, wait_for
@@ -122,8 +127,27 @@ def claim_of_classic_pod(kube: Kube, pod: str) -> str | None:
     return str(name) if name else None
 
 
+async def placement_events(bootstrap: str, placement_id: str) -> list[PlacementEvent]:
+    """Every event of one placement on the placements topic so far."""
+    consumer, partitions = await read_from_beginning(bootstrap, PLACEMENTS)
+    try:
+        ends = await consumer.end_offsets(partitions)
+        found: list[PlacementEvent] = []
+
+        async def behind() -> bool:
+            return any([await consumer.position(tp) < end for tp, end in ends.items()])
+
+        while await behind():
+            for messages in (await consumer.getmany(timeout_ms=500)).values():
+                events = (decode(PlacementEvent, m.value) for m in messages)
+                found += [e for e in events if e.placement_id == placement_id]
+        return found
+    finally:
+        await consumer.stop()
+
+
 def test_the_allocator_never_picks_the_tainted_gpu_and_picks_it_after_recovery(
-    stack: FairlaneStack,
+    stack: FairlaneStack, kafka_bootstrap: str
 ) -> None:
     kube = stack.kube
     tainted = wait_for("gpu-0 tainted", lambda: rules(kube).get("gpu-0"), 60)
@@ -150,6 +174,19 @@ def test_the_allocator_never_picks_the_tainted_gpu_and_picks_it_after_recovery(
     devices = wait_for("the claim allocated", lambda: allocated(kube, "two-gpus"), 60)
     assert "gpu-0" not in devices
     assert len(devices) == 2
+    # The claim's GPUs are published as a placement: the scorer masks their load.
+    uid = kube.ok("GET", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/two-gpus")[
+        "metadata"
+    ]["uid"]
+    created = wait_for(
+        "the claim's placement event",
+        lambda: asyncio.run(placement_events(kafka_bootstrap, uid)) or None,
+        30,
+    )
+    assert created[0].event == "created"
+    gpus = {g.uuid for n in created[0].nodes for g in n.gpus}
+    uuids = {g["index"]: g["uuid"] for g in stack.api(f"/v1/nodes/{stack.node(0)}")["gpus"]}
+    assert gpus == {uuids[int(d.removeprefix("gpu-"))] for d in devices}
     # A classic limit, served from DRA devices: one untainted GPU is left, so it waits.
     kube.pod("classic", gpus=2)
     message = wait_for("the classic pod refused", lambda: kube.unschedulable("classic"), 60)

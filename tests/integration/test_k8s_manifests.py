@@ -101,6 +101,7 @@ ALLOWED = [
     ("watch", "", "pods", ""),
     ("create", "", "pods", "binding"),
     ("list", "resource.k8s.io", "resourceslices", ""),
+    ("list", "resource.k8s.io", "resourceclaims", ""),
     ("list", "resource.k8s.io", "devicetaintrules", ""),
     ("create", "resource.k8s.io", "devicetaintrules", ""),
     ("update", "resource.k8s.io", "devicetaintrules", ""),
@@ -118,7 +119,7 @@ REFUSED = [
     ("create", "", "events", ""),
     ("patch", "resource.k8s.io", "devicetaintrules", ""),
     ("create", "resource.k8s.io", "resourceslices", ""),
-    ("list", "resource.k8s.io", "resourceclaims", ""),
+    ("update", "resource.k8s.io", "resourceclaims", "status"),
     ("create", "coordination.k8s.io", "leases", ""),
     ("create", "rbac.authorization.k8s.io", "clusterrolebindings", ""),
 ]

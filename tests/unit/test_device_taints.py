@@ -34,9 +34,9 @@ def nvidia_slice(pool: str, uuids: list[str], driver: str = "gpu.nvidia.com") ->
 def test_devices_are_read_from_the_nvidia_drivers_slices_only() -> None:
     slices = [nvidia_slice("n", ["n-0", "n-1"]), nvidia_slice("x", ["x-0"], driver="other.io")]
     assert devices_of(slices) == [
-        Device("gpu.nvidia.com", "n", "gpu-0", "n-0"),
-        Device("gpu.nvidia.com", "n", "gpu-1", "n-1"),
-        Device("gpu.nvidia.com", "n", "gpu-0-mig-9-4-4", "n-0"),  # held out with its GPU
+        Device("gpu.nvidia.com", "n", "gpu-0", "n-0", "n"),
+        Device("gpu.nvidia.com", "n", "gpu-1", "n-1", "n"),
+        Device("gpu.nvidia.com", "n", "gpu-0-mig-9-4-4", "n-0", "n"),  # held out with its GPU
     ]
 
 

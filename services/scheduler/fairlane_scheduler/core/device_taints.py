@@ -51,6 +51,7 @@ class Device:
     pool: str
     name: str
     uuid: str
+    node: str = ""  # the slice's nodeName (the pool's name when it has none)
 
 
 def devices_of(slices: Iterable[Mapping[str, Any]], driver: str = NVIDIA_DRIVER) -> list[Device]:
@@ -61,11 +62,12 @@ def devices_of(slices: Iterable[Mapping[str, Any]], driver: str = NVIDIA_DRIVER)
         if spec.get("driver") != driver:
             continue
         pool = str((spec.get("pool") or {}).get("name", ""))
+        node = str(spec.get("nodeName") or pool)
         for device in spec.get("devices") or []:
             attributes = device.get("attributes") or {}
             for key in ("parentUUID", "uuid"):  # a MIG device is held out with its GPU
                 if uuid := (attributes.get(key) or {}).get("string"):
-                    found.append(Device(driver, pool, str(device.get("name")), str(uuid)))
+                    found.append(Device(driver, pool, str(device.get("name")), str(uuid), node))
                     break
     return found
 

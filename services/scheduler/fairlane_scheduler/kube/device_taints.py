@@ -1,6 +1,10 @@
-"""The DRA device-taint controller: every ``interval_s``, the ResourceSlices of the GPU
-DRA driver and the DeviceTaintRules Fairlane made are read, and the rules brought to
-what core/device_taints.py says (created, updated, deleted).
+"""The DRA controller: every ``interval_s``, the ResourceSlices of the GPU DRA driver
+and the DeviceTaintRules Fairlane made are read, and the rules brought to what
+core/device_taints.py says (created, updated, deleted); and allocated ResourceClaims
+are published as placement events (core/dra_claims.py), so the scorer masks the load
+of the pods using those GPUs. A new leader publishes every allocated claim again
+(the scorer takes a repeated ``created`` as is); a claim that went while no replica
+led is not released until it is seen again.
 
 One replica at a time: the controller works only while it holds a Postgres advisory
 lock on a connection of its own (every replica already shares that database, so no
@@ -13,11 +17,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
 
+from fairlane_events.records import NodeAssignment, PlacementEvent
 from fairlane_runtime.outage import OutageLog
 from fairlane_scheduler.core.device_taints import (
     MANAGED_BY,
@@ -26,6 +31,7 @@ from fairlane_scheduler.core.device_taints import (
     devices_of,
     plan,
 )
+from fairlane_scheduler.core.dra_claims import claim_assignments, claim_events
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.kube.client import KubeClient
@@ -36,6 +42,7 @@ log = logging.getLogger("fairlane.scheduler.device_taints")
 
 RULES = "/apis/resource.k8s.io/v1/devicetaintrules"
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
 LOCK_KEY = 0x46414952  # "FAIR": the device-taint controller's advisory lock
 _SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
 
@@ -52,7 +59,10 @@ class TaintController:
         outage: OutageLog,
         interval_s: float = 2.0,
         driver: str = NVIDIA_DRIVER,
+        publish: Callable[[list[PlacementEvent]], Awaitable[None]] | None = None,
     ) -> None:
+        self._publish = publish
+        self._published: dict[str, tuple[str, str, tuple[NodeAssignment, ...]]] = {}
         self._client = client
         self._connect = connect
         self._fleet = fleet
@@ -79,7 +89,7 @@ class TaintController:
             try:
                 conn = await self._connect()
                 await self._lead(conn)
-                self.leading = True
+                self.leading, self._published = True, {}
                 log.info("device-taint controller: leading")
                 while True:
                     await conn.execute("SELECT 1")  # the lock lives as long as this session
@@ -121,6 +131,11 @@ class TaintController:
         for name in changes.delete:
             await self._client.request("DELETE", f"{RULES}/{name}")
             log.info("lifted %s", (existing[name].get("spec") or {}).get("deviceSelector"))
+        if self._publish is not None:
+            claims = (await self._client.get(CLAIMS)).get("items") or []
+            current = claim_assignments(claims, devices, self._driver)
+            await self._publish(claim_events(self._published, current, self._clock_ms()))
+            self._published = current
 
 
 def _rule(name: str, spec: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,11 @@ from functools import partial
 from typing import Any
 
 import asyncpg
+from aiokafka import AIOKafkaProducer
 
+from fairlane_events.codec import encode
+from fairlane_events.records import PlacementEvent
+from fairlane_events.topics import PLACEMENTS
 from fairlane_scheduler.api.deps import SchedulerMetrics
 from fairlane_scheduler.api.extender import ExtenderState
 from fairlane_scheduler.clock import now_ms
@@ -19,6 +23,23 @@ from fairlane_scheduler.kube.pods import PodWatch, bind_pod
 from fairlane_scheduler.settings import SchedulerSettings
 
 __all__ = ["kube_config", "kube_edges", "with_kube_edges"]
+
+
+async def _producer(settings: SchedulerSettings) -> AIOKafkaProducer:
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        enable_idempotence=True,
+        acks="all",
+        **settings.kafka_security().aiokafka_kwargs(),
+    )
+    await producer.start()
+    return producer
+
+
+async def publish_placements(producer: AIOKafkaProducer, events: list[PlacementEvent]) -> None:
+    """The placement events of DRA claims, keyed by placement id as the outbox does."""
+    for event in events:
+        await producer.send_and_wait(PLACEMENTS, encode(event), key=event.placement_id.encode())
 
 
 def kube_config(settings: SchedulerSettings) -> KubeConfig | None:
@@ -47,7 +68,7 @@ async def kube_edges(
     watch = PodWatch(client, state.ledger, metrics.outage("pod watch", "kubernetes"))
     await watch.start()
     state.binder = partial(bind_pod, client)
-    taints = None
+    taints, producer = None, None
     if settings.kube_device_taints:
         from fairlane_scheduler.app import database_ssl
 
@@ -64,6 +85,7 @@ async def kube_edges(
             clock_ms=now_ms,
             outage=metrics.outage("device taints", "kubernetes or postgres"),
             interval_s=settings.kube_device_taints_interval_s,
+            publish=partial(publish_placements, producer := await _producer(settings)),
         )
         await taints.start()
     try:
@@ -72,6 +94,8 @@ async def kube_edges(
         state.binder = None
         if taints is not None:
             await taints.stop()
+        if producer is not None:
+            await producer.stop()
         await watch.stop()
         await client.close()
 
