@@ -107,9 +107,14 @@ class Verdicts:
     min_capacity: npt.NDArray[np.float64]
     node_ids: npt.NDArray[np.intp]  # fleet node id, -1 when unknown
     reasons: dict[str, str] = field(default_factory=dict)  # for every node that does not fit
+    _passed: list[str] | None = field(default=None, repr=False, compare=False)
 
     def passed(self) -> list[str]:
-        return list(itertools.compress(self.names, self.fits.tolist()))
+        if self._passed is None:
+            object.__setattr__(
+                self, "_passed", list(itertools.compress(self.names, self.fits.tolist()))
+            )
+        return self._passed  # type: ignore[return-value]
 
     def failed(self) -> dict[str, str]:
         bad = ~self.fits & ~self.unresolvable
@@ -124,7 +129,9 @@ class Verdicts:
         """0..10 per node: its offered worst-GPU capacity against the best node's; for
         ``names`` (a subset, as prioritize sends after filter) when given."""
         cap = np.where(self.fits, self.min_capacity, 0.0)
-        if names is not None:
+        if names is not None and names == self.passed():  # the usual case: the survivors
+            cap = cap[self.fits]
+        elif names is not None:
             index = dict(zip(self.names, range(len(self.names)), strict=True))
             at = np.fromiter(map(index.get, names, itertools.repeat(-1)), np.intp)
             cap = np.where(at >= 0, cap[at], 0.0)
