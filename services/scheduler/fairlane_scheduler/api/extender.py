@@ -218,8 +218,8 @@ async def extender_filter(request: Request) -> Response:
 async def extender_prioritize(request: Request) -> Response:
     pod, names, _ = await _args(request)
     state: ExtenderState = request.app.state.extender
-    last = state.last
-    if last is not None and last[0] == _uid(pod) and now_ms() - last[1] < _REUSE_MS:
+    last, uid = state.last, (pod.get("metadata") or {}).get("uid")
+    if last is not None and uid and last[0] == uid and now_ms() - last[1] < _REUSE_MS:
         scores = last[2].priorities(names)
         return _json([{"Host": n, "Score": s} for n, s in zip(names, scores, strict=True)])
     try:
