@@ -12,6 +12,7 @@ from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.placement import JobShape, PlacementPolicy
 from fairlane_scheduler.core.pod import PodError, pod_gang, pod_shape
 from fairlane_scheduler.core.pod_ledger import PodGpus, PodLedger
+from fairlane_scheduler.settings import SchedulerSettings
 from tests.factories import gpu_score
 from tests.unit.test_placement import NOW, fleet_of, node
 
@@ -232,3 +233,11 @@ def test_gang_annotations_are_read_and_checked() -> None:
     assert pod_gang(pod(["2"])) is None
     with pytest.raises(PodError, match="gang-size"):
         pod_gang(pod(["2"], {"fairlane.dev/gang": "x", "fairlane.dev/gang-size": "lots"}))
+
+
+def test_kubernetes_settings_that_cannot_work_are_refused() -> None:
+    with pytest.raises(ValueError, match="kube_device_taints needs kube_api_url"):
+        SchedulerSettings(auth_disabled=True, kube_device_taints=True)
+    with pytest.raises(ValueError, match="needs kube_token_file"):
+        SchedulerSettings(auth_disabled=True, kube_api_url="https://127.0.0.1:6443")
+    assert SchedulerSettings(auth_disabled=True, kube_api_url="in-cluster").kube_api_url

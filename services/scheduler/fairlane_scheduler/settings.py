@@ -110,6 +110,14 @@ class SchedulerSettings(ServiceSettings):
         return self
 
     @model_validator(mode="after")
+    def _kube_configured(self) -> SchedulerSettings:
+        if self.kube_device_taints and self.kube_api_url is None:
+            raise ValueError("kube_device_taints needs kube_api_url (or 'in-cluster')")
+        if self.kube_api_url not in (None, "in-cluster") and self.kube_token_file is None:
+            raise ValueError("kube_api_url needs kube_token_file (or use 'in-cluster')")
+        return self
+
+    @model_validator(mode="after")
     def _auth_configured(self) -> SchedulerSettings:
         if self.kube_token_review:
             raise ValueError(

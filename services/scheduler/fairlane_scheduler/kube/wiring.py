@@ -47,8 +47,7 @@ def kube_config(settings: SchedulerSettings) -> KubeConfig | None:
         return None
     if settings.kube_api_url == "in-cluster":
         return KubeConfig.in_cluster()
-    if settings.kube_token_file is None:
-        raise ValueError("kube_token_file is required with kube_api_url (or use in-cluster)")
+    assert settings.kube_token_file is not None  # the settings' validator says so
     return KubeConfig(settings.kube_api_url, settings.kube_token_file, settings.kube_ca_file)
 
 
