@@ -12,46 +12,33 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import math
 import pstats
 import time
 from collections.abc import Callable
 
 import numpy as np
+import orjson
 
 from bench.scorer_throughput import node_sample
 from fairlane_events.codec import decode, encode
 from fairlane_events.records import NodeSample
 from fairlane_scorer.core.node_rows import NodeWindows, encode_node
-from fairlane_scorer.core.window import accept_sample, mark_emitted, score_window, should_emit
+from fairlane_scorer.core.step import decode_batch, score_batch
 from fairlane_scoring.config import ScoreConfig
 
 INTERVAL_MS = 5_000
-NEVER = -math.inf  # never allocated: every load component counts
 
 
-def update_all(records: list[bytes], config: ScoreConfig) -> None:
+def update_all(records: list[bytes], config: ScoreConfig, batch: int) -> None:
+    """What the worker does per batch: decode, score the batch, encode the changed rows."""
     rows: dict[str, NodeWindows] = {}
-    for raw in records:
-        sample = decode(NodeSample, raw)
-        current = dict(rows.get(sample.node, {}))
-        for gpu in sample.gpus:
-            window = accept_sample(
-                current.get(gpu.uuid),
-                sample.node,
-                sample.ts_ms,
-                gpu,
-                load_since_ms=NEVER,
-                config=config,
-            )
-            if window is None:
-                continue
-            result = score_window(window, sample.ts_ms, NEVER, config)
-            if should_emit(window, result, sample.ts_ms, config):
-                window = mark_emitted(window, result, sample.ts_ms)
-            current[gpu.uuid] = window
-        encode_node(current)
-        rows[sample.node] = current
+    for first in range(0, len(records), batch):
+        chunk = records[first : first + batch]
+        samples, _ = decode_batch([(orjson.loads(r)["node"].encode(), r) for r in chunk])
+        result = score_batch(samples, rows, {}, config)
+        for node, row in result.rows.items():
+            encode_node(row)
+            rows[node] = row
 
 
 def decode_all(records: list[bytes]) -> None:
@@ -69,6 +56,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--nodes", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--batch", type=int, default=500, help="records per batch")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     rng = np.random.default_rng(1)
@@ -82,10 +70,10 @@ def main() -> None:
     decode_s = seconds(decode_all, records)
     if args.profile:
         profile = cProfile.Profile()
-        update_s = seconds(profile.runcall, update_all, records, config)
-        pstats.Stats(profile).sort_stats("cumulative").print_stats(20)
+        update_s = seconds(profile.runcall, update_all, records, config, args.batch)
+        pstats.Stats(profile).sort_stats("tottime").print_stats(20)
     else:
-        update_s = seconds(update_all, records, config)
+        update_s = seconds(update_all, records, config, args.batch)
     print(f"{len(records)} node records x 8 GPUs = {gpu_samples} GPU-samples")
     print(f"decode only:  {gpu_samples / decode_s:,.0f} GPU-samples/s")
     print(
