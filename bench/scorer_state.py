@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import ctypes
+import gc
+import os
 import pstats
 import time
 from collections.abc import Callable
@@ -29,7 +32,7 @@ from fairlane_scoring.config import ScoreConfig
 INTERVAL_MS = 5_000
 
 
-def update_all(records: list[bytes], config: ScoreConfig, batch: int) -> None:
+def update_all(records: list[bytes], config: ScoreConfig, batch: int) -> dict[str, NodeWindows]:
     """What the worker does per batch: decode, score the batch, encode the changed rows."""
     rows: dict[str, NodeWindows] = {}
     for first in range(0, len(records), batch):
@@ -39,6 +42,30 @@ def update_all(records: list[bytes], config: ScoreConfig, batch: int) -> None:
         for node, row in result.rows.items():
             encode_node(row)
             rows[node] = row
+    return rows
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def state_size(records: list[bytes], config: ScoreConfig, batch: int) -> None:
+    """RSS and changelog bytes the full windows of these records' GPUs take."""
+    before = rss_bytes()
+    rows = update_all(records, config, batch)
+    grown = rss_bytes() - before
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)  # what the allocator keeps from the batches
+    live = rss_bytes() - before
+    gpus = sum(len(row) for row in rows.values())
+    encoded = sum(len(encode_node(row)) for row in rows.values())
+    per = 10_000 / gpus
+    print(
+        f"state of {gpus} GPUs, per 10,000 GPUs: RSS +{grown * per / 2**20:.0f} MiB, "
+        f"{live * per / 2**20:.0f} MiB after malloc_trim; "
+        f"table rows {encoded * per / 2**20:.0f} MiB per 10,000 GPUs"
+    )
 
 
 def decode_all(records: list[bytes]) -> None:
@@ -58,6 +85,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--batch", type=int, default=500, help="records per batch")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--rss", action="store_true", help="only: RSS of the full windows")
     args = parser.parse_args()
     rng = np.random.default_rng(1)
     records = [
@@ -67,6 +95,9 @@ def main() -> None:
     ]
     gpu_samples = len(records) * 8
     config = ScoreConfig(interval_s=INTERVAL_MS / 1000)
+    if args.rss:
+        state_size(records, config, args.batch)
+        return
     decode_s = seconds(decode_all, records)
     if args.profile:
         profile = cProfile.Profile()
