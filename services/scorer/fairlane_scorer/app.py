@@ -101,6 +101,8 @@ def _faust_app(settings: ScorerSettings) -> faust.App:
         # The staleness scan reads the table: only GPUs this worker owns may be in it.
         table_standby_replicas=0,
         consumer_auto_offset_reset="earliest",
+        broker_session_timeout=settings.session_timeout_s,
+        broker_heartbeat_interval=min(3.0, settings.session_timeout_s / 3),
         web_enabled=True,
         web_port=settings.web_port,
         web_bind=settings.web_bind,
