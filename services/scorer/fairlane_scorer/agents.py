@@ -27,7 +27,7 @@ from fairlane_scorer.core.allocations import allocations_of, apply_placement
 from fairlane_scorer.core.node_rows import NodeWindows, decode_node, encode_node
 from fairlane_scorer.core.records import model_speed, score_record
 from fairlane_scorer.core.step import decode_batch, score_batch
-from fairlane_scorer.core.window import GpuWindow, is_overdue, score_windows
+from fairlane_scorer.core.window import GpuWindow, is_overdue, score_window
 from fairlane_scorer.delivery import Deliveries
 from fairlane_scorer.metrics import ScorerMetrics
 from fairlane_scoring.allocation import load_since_ms
@@ -152,14 +152,11 @@ class ScoringAgents:
             if partition is not None and partition not in owned:
                 continue
             node_allocations = self.allocations.get(node)
-            overdue = [
-                (uuid, w)
-                for uuid, w in self.node_windows(node).items()
-                if uuid not in self.announced_stale and is_overdue(w, at_ms, self.config)
-            ]
-            sinces = [load_since_ms(allocations_of(node_allocations, u), at_ms) for u, _ in overdue]
-            results = score_windows([w for _, w in overdue], at_ms, sinces, self.config)
-            for (uuid, window), result in zip(overdue, results, strict=True):
+            for uuid, window in self.node_windows(node).items():
+                if uuid in self.announced_stale or not is_overdue(window, at_ms, self.config):
+                    continue
+                since = load_since_ms(allocations_of(node_allocations, uuid), at_ms)
+                result = score_window(window, at_ms, since, self.config)
                 await self.publish(uuid, window, result, out)
                 self.announced_stale.add(uuid)
                 self.metrics.stale_flips.inc()

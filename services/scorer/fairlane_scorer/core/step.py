@@ -4,7 +4,7 @@
 rejections)``: the Faust agent, the benchmark and the tests all call :func:`decode_batch`
 and :func:`score_batch`. Records of different nodes are independent, so a batch is cut
 into rounds that take each node at most once, in arrival order, and every GPU of a round
-is advanced together (:func:`fairlane_scorer.core.window.advance`).
+is advanced together (:func:`fairlane_scorer.core.advance.advance`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 
 from fairlane_events.codec import DecodeError, decode
 from fairlane_events.records import NodeSample
+from fairlane_scorer.core.advance import advance
 from fairlane_scorer.core.allocations import NodeAllocations, allocations_of
 from fairlane_scorer.core.node_rows import NodeWindows
-from fairlane_scorer.core.window import GpuWindow, Update, advance, mark_emitted, should_emit
+from fairlane_scorer.core.window import GpuWindow, Update, mark_emitted, should_emit
 from fairlane_scoring.allocation import load_since_ms
 from fairlane_scoring.config import ScoreConfig
 from fairlane_scoring.reference import ScoreResult

@@ -1,46 +1,48 @@
-"""Incremental per-GPU state of the streaming scorer, advanced many GPUs at a time (pure).
+"""Incremental per-GPU state of the streaming scorer (pure).
 
 A GPU's state keeps, for each accepted sample still inside the history window, the four
 numbers the score needs (``fairlane_scoring.reference.KEPT_COLUMNS``: time, health gate,
 instant with and without load), plus the raw components of the last few samples for the
-spike filter. :func:`advance` adds one new sample to each of many GPUs at once: the spike
-filter, the instant scores and the decayed score run as numpy over all of them
-(:mod:`fairlane_scorer.core.vectors`); older rows are pruned. The numbers are the ones
-the batch reference computes from the whole history (tests/property/test_scorer_parity.py).
+spike filter. Each new sample is filtered against those, older ones are pruned, and the
+score is computed from what is kept: the same numbers the batch reference computes from
+the whole history (tests/property/test_scorer_parity.py). :func:`accept_sample` does it
+for one GPU with the reference's own functions (the evaluation's path);
+:func:`fairlane_scorer.core.advance.advance` for many at once in numpy (the worker's).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
 
 from fairlane_events.records import GpuSample
-from fairlane_scorer.core.vectors import Scores, decayed_scores, hampel_rows, instant_rows
 from fairlane_scoring.components import Components, component_scores, health_gate
-from fairlane_scoring.config import COMPONENTS, LOAD_COMPONENTS, ScoreConfig
-from fairlane_scoring.reference import ScoreResult, reported_components
+from fairlane_scoring.config import COMPONENTS, ScoreConfig
+from fairlane_scoring.outliers import filter_components
+from fairlane_scoring.reference import KEPT_COLUMNS, ScoreResult, score_kept, scored_sample
 
 __all__ = [
     "RECENT_COLUMNS",
+    "FloatArray",
     "GpuWindow",
     "Update",
     "accept_sample",
-    "advance",
+    "components_of",
     "is_overdue",
     "mark_emitted",
     "score_window",
-    "score_windows",
     "should_emit",
+    "successor",
 ]
 
 FloatArray = npt.NDArray[np.float64]
 #: Columns of ``GpuWindow.recent``: the sample's time, then its raw components (NaN: None).
 RECENT_COLUMNS = ("ts_ms", *COMPONENTS)
-_FIRST_LOAD = COMPONENTS.index(LOAD_COMPONENTS[0])
+_NOTHING_KEPT = np.empty((0, len(KEPT_COLUMNS)), dtype=np.float64)
+_NOTHING_RECENT = np.empty((0, len(RECENT_COLUMNS)), dtype=np.float64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,90 +76,14 @@ class Update:
     load_since_ms: float
 
 
-def _components(values: FloatArray) -> Components:
+def components_of(values: FloatArray) -> Components:
+    """Components from a row of floats (NaN: None)."""
     return tuple(None if math.isnan(v) else v for v in values.tolist())
 
 
-def _recent_rows(updates: Sequence[Update], raws: FloatArray, k: int) -> FloatArray:
-    """(GPUs, k, RECENT_COLUMNS): each GPU's recent rows with the new sample last, NaN
-    rows in front where it has fewer."""
-    rows = np.full((len(updates), k, len(RECENT_COLUMNS)), np.nan)
-    for j, u in enumerate(updates):
-        if u.previous is not None and k > 1:
-            recent = u.previous.recent[max(0, len(u.previous.recent) - (k - 1)) :]
-            rows[j, k - 1 - len(recent) : k - 1] = recent
-    rows[:, -1, 0] = [u.ts_ms for u in updates]
-    rows[:, -1, 1:] = raws
-    return rows
-
-
-def _spike_windows(rows: FloatArray, horizon: FloatArray, since: FloatArray) -> FloatArray:
-    """(GPUs, components, k): each component's causal window of ``_recent_rows``, newest
-    last; NaN for samples outside the history window and, for load components, before
-    the load history restarted (``fairlane_scoring.outliers.filter_components``)."""
-    rows = rows.copy()
-    ts = rows[:, :, 0]
-    with np.errstate(invalid="ignore"):
-        rows[ts < horizon[:, None]] = np.nan
-        before = ts < since[:, None]
-    load = rows[:, :, 1 + _FIRST_LOAD :]
-    load[before] = np.nan
-    return np.swapaxes(rows[:, :, 1:], 1, 2)
-
-
-def advance(updates: Sequence[Update], config: ScoreConfig) -> list[tuple[GpuWindow, ScoreResult]]:
-    """Each GPU's window with its new sample added, and its score at the sample's time."""
-    if not updates:
-        return []
-    margin = config.thermal_margin_c
-    raws = np.array([component_scores(u.sample, margin) for u in updates], dtype=np.float64)
-    ts = np.array([u.ts_ms for u in updates], dtype=np.float64)
-    horizon = ts - config.history_s * 1000
-    since = np.array([u.load_since_ms for u in updates])
-    recent = _recent_rows(updates, raws, config.hampel_window)
-    filtered = hampel_rows(
-        _spike_windows(recent, horizon, since), config.hampel_n_sigma, config.hampel_min_scale
-    )
-    instants, masked = instant_rows(filtered, config.component_weights)
-    gates = [
-        health_gate(u.sample, None if u.previous is None else u.previous.last_ecc) for u in updates
-    ]
-    new_rows = np.column_stack([ts, gates, instants, masked])
-    pieces: list[FloatArray] = []
-    for j, u in enumerate(updates):
-        if u.previous is not None:
-            pieces.append(u.previous.kept)
-        pieces.append(new_rows[j : j + 1])
-    lengths = np.array([1 + (0 if u.previous is None else len(u.previous.kept)) for u in updates])
-    flat = np.concatenate(pieces)
-    seg = np.repeat(np.arange(len(updates)), lengths)
-    inside = flat[:, 0] >= horizon[seg]
-    flat = flat[inside]
-    counts = np.bincount(seg[inside], minlength=len(updates)).tolist()
-    ends = np.cumsum(counts).tolist()
-    scores = decayed_scores(flat, np.array(ends) - counts, ts, since, config)
-    # The spike filter's next window: the newest k - 1 rows inside the history window.
-    with np.errstate(invalid="ignore"):
-        in_recent = np.count_nonzero(recent[:, 1:, 0] >= horizon[:, None], axis=1).tolist()
-    k = config.hampel_window
-    out = []
-    for j, u in enumerate(updates):
-        window = _next_window(
-            u,
-            flat[ends[j] - counts[j] : ends[j]].copy(),
-            recent[j, k - in_recent[j] :].copy() if k > 1 else recent[j, :0].copy(),
-            _components(filtered[j]),
-        )
-        result = _result(
-            window, scores, j, now_ms=u.ts_ms, load_since=u.load_since_ms, config=config
-        )
-        out.append((window, result))
-    return out
-
-
-def _next_window(
-    u: Update, kept: FloatArray, recent: FloatArray, filtered: Components
-) -> GpuWindow:
+def successor(u: Update, kept: FloatArray, recent: FloatArray, filtered: Components) -> GpuWindow:
+    """The GPU's window after ``u``: these rows, the sample's own fields, the ECC
+    baseline moved on, what was last emitted carried over."""
     previous = u.previous
     ecc = u.sample.ecc_uncorrected_volatile
     previous_ecc = None if previous is None else previous.last_ecc
@@ -176,23 +102,8 @@ def _next_window(
     )
 
 
-def _result(
-    window: GpuWindow,
-    scores: Scores,
-    j: int,
-    *,
-    now_ms: int,
-    load_since: float,
-    config: ScoreConfig,
-) -> ScoreResult:
-    newest_ts = window.last_ts_ms
-    return ScoreResult(
-        score=scores.score(j),
-        components=reported_components(window.filtered, counted=newest_ts >= load_since),
-        samples_in_window=int(scores.samples_in_window[j]),
-        stale=(now_ms - newest_ts) > config.stale_after_s * 1000,
-        ts_ms=newest_ts,
-    )
+def _recent_row(ts_ms: int, raw: Components) -> FloatArray:
+    return np.array([[ts_ms, *raw]], dtype=np.float64)  # None: NaN
 
 
 def accept_sample(
@@ -204,36 +115,38 @@ def accept_sample(
     load_since_ms: float,
     config: ScoreConfig,
 ) -> GpuWindow | None:
-    """The window with ``sample`` added, or None when it is not newer than the last one
-    (:func:`advance` for one GPU)."""
+    """The window with ``sample`` added, or None when it is not newer than the last one:
+    the one-GPU form of ``fairlane_scorer.core.advance.advance``, with the reference's
+    functions. ``load_since_ms``: where the GPU's load history restarts at ``ts_ms``."""
     if window is not None and ts_ms <= window.last_ts_ms:
         return None
-    return advance([Update(window, node, ts_ms, sample, load_since_ms)], config)[0][0]
-
-
-def score_windows(
-    windows: Sequence[GpuWindow], now_ms: int, load_since: Sequence[float], config: ScoreConfig
-) -> list[ScoreResult]:
-    """Each GPU's score at ``now_ms`` (the formula of ``reference.score_kept``)."""
-    if not windows:
-        return []
-    lengths = [len(w.kept) for w in windows]
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.intp)
-    now = np.full(len(windows), float(now_ms))
-    since = np.asarray(load_since, dtype=np.float64)
-    flat = np.concatenate([w.kept for w in windows])
-    scores = decayed_scores(flat, starts, now, since, config)
-    return [
-        _result(w, scores, j, now_ms=now_ms, load_since=since_j, config=config)
-        for j, (w, since_j) in enumerate(zip(windows, load_since, strict=True))
-    ]
+    horizon = ts_ms - config.history_s * 1000
+    kept, recent = _NOTHING_KEPT, _NOTHING_RECENT
+    if window is not None:
+        kept = window.kept[int(np.searchsorted(window.kept[:, 0], horizon, side="left")) :]
+        recent = window.recent[window.recent[:, 0] >= horizon]
+    raw = component_scores(sample, config.thermal_margin_c)
+    history = [(int(r[0]), components_of(r[1:])) for r in recent]
+    filtered = filter_components(
+        [*history, (ts_ms, raw)], load_since_ms, config.hampel_n_sigma, config.hampel_min_scale
+    )
+    previous_ecc = None if window is None else window.last_ecc
+    scored = scored_sample(ts_ms, health_gate(sample, previous_ecc), raw, filtered, config)
+    recent = np.vstack([recent, _recent_row(ts_ms, raw)])
+    update = Update(window, node, ts_ms, sample, load_since_ms)
+    return successor(
+        update,
+        np.vstack([kept, scored.kept()]),
+        recent[max(0, len(recent) - (config.hampel_window - 1)) :],
+        filtered,
+    )
 
 
 def score_window(
     window: GpuWindow, now_ms: int, load_since_ms: float, config: ScoreConfig
 ) -> ScoreResult:
     """The GPU's score at ``now_ms`` (same formula as ``reference_score``)."""
-    return score_windows([window], now_ms, [load_since_ms], config)[0]
+    return score_kept(window.kept, window.filtered, now_ms, load_since_ms, config)
 
 
 def should_emit(window: GpuWindow, result: ScoreResult, now_ms: int, config: ScoreConfig) -> bool:
