@@ -3,12 +3,14 @@
 ``create_app(settings)`` is the composition root; nothing here runs at import time.
 Records are read as raw bytes and decoded by the wire contract, so a malformed record is
 dead-lettered and counted instead of crashing the stream; :mod:`fairlane_scorer.agents`
-says what happens to each record.
+says what happens to each batch (``Stream.noack_take``: Faust's batch facility, acked
+only once delivered, :mod:`fairlane_scorer.delivery`).
 
 Tables, both co-partitioned with ``fairlane.node-samples.v1`` (key = node):
 
 - ``node-windows``: node -> the windows of its GPUs (:mod:`fairlane_scorer.core.node_rows`),
-  one row written per record.
+  one row written per node and batch (the decoded windows in the table, their bytes on
+  the changelog).
 - ``node-allocations``: node -> Fairlane's placements on it. Placement events are keyed
   by placement id; one agent re-keys them by node onto an internal topic with the same
   partition count, a second applies them to the table.
