@@ -146,7 +146,7 @@ async def test_a_worker_joins_and_one_is_killed_while_records_flow(
     partitions over from the changelog, and every score either published equals the
     reference for its GPU's history (no sample lost or counted twice)."""
     prefix = f"pair-{unique}"
-    stream = seeded_stream(prefix, seed=8, count=400)
+    stream = seeded_stream(prefix, seed=8, count=2000)  # more than is ever sent
     app_id = f"scorer-pair-{unique}"
     env = {"FAIRLANE_SESSION_TIMEOUT_S": "8"}
     producer = PacedProducer(kafka_bootstrap, stream, pause_s=0.25)
