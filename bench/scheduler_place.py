@@ -28,6 +28,7 @@ import asyncpg
 import httpx
 import numpy as np
 from aiokafka import AIOKafkaProducer
+from fastapi import FastAPI
 
 from fairlane_events.codec import encode
 from fairlane_events.records import GpuScore
@@ -134,6 +135,37 @@ async def place_and_release(
     return placed, latencies
 
 
+def trivial_app() -> FastAPI:
+    """The harness's own ceiling: endpoints that do nothing but answer like the scheduler."""
+    app = FastAPI()
+
+    @app.post("/v1/placements", status_code=201)
+    async def place(body: dict[str, object]) -> dict[str, str]:
+        return {"id": uuid.uuid4().hex}
+
+    @app.delete("/v1/placements/{placement_id}")
+    async def release(placement_id: str) -> dict[str, str]:
+        return {"id": placement_id}
+
+    return app
+
+
+async def trivial_ceiling(args: argparse.Namespace) -> dict[str, float]:
+    """Place + release pairs/s against :func:`trivial_app`: same transport, same clients."""
+    app = trivial_app()
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+        outcomes = await asyncio.gather(
+            *(place_and_release(client, args.seconds, w) for w in range(args.clients))
+        )
+    latencies = [x for _, lat in outcomes for x in lat]
+    return {
+        "placements_per_s": sum(p for p, _ in outcomes) / args.seconds,
+        "p50_ms": percentile(latencies, 50),
+        "p99_ms": percentile(latencies, 99),
+    }
+
+
 async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
     prefix = f"b{gpus}-{uuid.uuid4().hex[:6]}"
     await publish_fleet(args.bootstrap, prefix, gpus)
@@ -198,12 +230,18 @@ async def main() -> None:
     await ensure_topics(args.bootstrap)
     commit_tps = pgbench_tps(args.database_url, args.clients, int(args.seconds))
     print(f"pgbench simple-update, {args.clients} clients: {commit_tps:,.0f} commits/s (durable)")
+    ceiling = await trivial_ceiling(args)
+    print(
+        f"trivial endpoint, {args.clients} clients: {ceiling['placements_per_s']:,.0f} "
+        f"place+release pairs/s, POST p50 {ceiling['p50_ms']:.2f} ms p99 {ceiling['p99_ms']:.2f} ms"
+    )
     print(f"rss at start: {rss_mib():.0f} MiB, pid {os.getpid()}")
     for gpus in (int(s) for s in args.sizes.split(",")):
         r = await run_size(args, gpus)
         line = (
             f"{gpus:>7,} GPUs: {r['placements_per_s']:7.1f} placements/s "
-            f"(ratio to pgbench commits {r['placements_per_s'] / commit_tps:.3f}), "
+            f"({r['placements_per_s'] / ceiling['placements_per_s']:.2f} x trivial, "
+            f"{r['placements_per_s'] / commit_tps:.3f} x pgbench), "
             f"POST p50 {r['p50_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms, RSS {r['rss_mib']:.0f} MiB"
         )
         if "extender_p99_ms" in r:

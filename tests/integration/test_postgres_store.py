@@ -14,7 +14,7 @@ from fairlane_scheduler.adapters.migrations import (
 from fairlane_scheduler.adapters.outbox import OutboxRelay
 from fairlane_scheduler.adapters.store import PlacementStore, connect_pool
 from fairlane_scheduler.api.deps import SchedulerMetrics
-from fairlane_scheduler.core.model import Placement, PlacementRequest
+from fairlane_scheduler.core.placements import Placement, PlacementRequest
 from fairlane_scheduler.errors import AllocationConflictError, DatabaseUnavailableError
 from tests.integration.test_scheduler_api import placement_events
 

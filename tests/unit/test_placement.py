@@ -10,7 +10,7 @@ from fairlane_scheduler.core.placement import (
     PlacementPolicy,
     choose,
 )
-from fairlane_scheduler.core.ports import next_free_port
+from fairlane_scheduler.core.master_port import next_free_port
 from tests.factories import GIB, gpu_score
 
 NOW = 1_700_000_000_000

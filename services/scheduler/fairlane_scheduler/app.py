@@ -24,7 +24,7 @@ from fairlane_scheduler.adapters.migrations import apply_migrations, load_migrat
 from fairlane_scheduler.adapters.outbox import OutboxRelay
 from fairlane_scheduler.adapters.pg_tls import client_ssl
 from fairlane_scheduler.adapters.scores import ScoresFollower
-from fairlane_scheduler.adapters.store import PlacementStore, connect_pool
+from fairlane_scheduler.adapters.store import PostgresStore, connect_pool
 from fairlane_scheduler.api import dashboard, extender
 from fairlane_scheduler.api.auth import TokenTable
 from fairlane_scheduler.api.deps import Runtime, SchedulerMetrics
@@ -33,8 +33,8 @@ from fairlane_scheduler.api.listeners import ExtenderPortGate
 from fairlane_scheduler.api.routes import router
 from fairlane_scheduler.clock import now_ms
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
-from fairlane_scheduler.core.model import Placement
 from fairlane_scheduler.core.placement import PlacementPolicy
+from fairlane_scheduler.core.placements import Placement
 from fairlane_scheduler.service import PlacementService, PortRange
 from fairlane_scheduler.settings import SchedulerSettings
 
@@ -88,11 +88,11 @@ async def _start_dashboard(
     dead letters it shows."""
     dead_letters = DeadLetterTally(bootstrap, security=security)
     await dead_letters.start()
-    follower, store, live_gpus = runtime.follower, runtime.store, runtime.live_gpus
+    follower, service, live_gpus = runtime.follower, runtime.service, runtime.live_gpus
 
     async def lists() -> tuple[Sequence[Placement], Sequence[Placement]]:
-        placed = await store.page(None, "placed", _DASHBOARD_LIST_LIMIT, None)
-        return placed, [p for p, _ in await store.pending(_DASHBOARD_LIST_LIMIT)]
+        placed = await service.page(None, "placed", _DASHBOARD_LIST_LIMIT, None)
+        return placed, await service.queue(_DASHBOARD_LIST_LIMIT)
 
     feed = DashboardFeed(
         fleet=runtime.fleet,
@@ -111,10 +111,10 @@ async def _start_dashboard(
 
 
 def _backlog_observer(
-    store: PlacementStore, metrics: SchedulerMetrics
+    service: PlacementService, metrics: SchedulerMetrics
 ) -> Callable[[], Awaitable[None]]:
     async def observe() -> None:
-        outbox, pending = await store.backlog()
+        outbox, pending = await service.backlog()
         metrics.outbox_backlog.set(outbox)
         metrics.pending.set(pending)
 
@@ -169,7 +169,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
             fleet = FleetView(StabilityPolicy(settings.threshold, settings.stabilization_s))
             follower = ScoresFollower(settings.kafka_bootstrap_servers, fleet, security=kafka)
             await follower.start()
-            store = PlacementStore(pool)
+            store = PostgresStore(pool)
 
             def fresh_gpus() -> int:
                 return fleet.fresh_count(now_ms(), settings.stale_after_s)
@@ -186,10 +186,14 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                     and (fresh_gpus() > 0 or (policy.stale == "last_known" and len(fleet) > 0))
                 ),
             )
-            live_gpus = LiveGpusCache(store, fleet, metrics.outage("allocation cache", "postgres"))
+            live_gpus = LiveGpusCache(
+                service.resync,
+                lambda: service.allocated,
+                metrics.outage("allocation cache", "postgres"),
+            )
             await live_gpus.start()
             app.state.runtime = runtime = Runtime(
-                service, store, fleet, follower, metrics, fresh_gpus, policy, live_gpus
+                service, fleet, follower, metrics, fresh_gpus, policy, live_gpus
             )
             feed, dead_letters = await _start_dashboard(
                 runtime, settings.kafka_bootstrap_servers, kafka
@@ -204,7 +208,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                     service,
                     settings.expiry_interval_s,
                     metrics.outage("housekeeping", "postgres"),
-                    _backlog_observer(store, metrics),
+                    _backlog_observer(service, metrics),
                 ),
                 name="housekeeping",
             )

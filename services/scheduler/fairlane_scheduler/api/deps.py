@@ -13,7 +13,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from fairlane_runtime.outage import OutageLog
 from fairlane_scheduler.adapters.live_gpus import LiveGpusCache
 from fairlane_scheduler.adapters.scores import ScoresFollower
-from fairlane_scheduler.adapters.store import PlacementStore
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.service import PlacementService
@@ -76,7 +75,6 @@ class SchedulerMetrics:
 @dataclass(frozen=True)
 class Runtime:
     service: PlacementService
-    store: PlacementStore
     fleet: FleetView
     follower: ScoresFollower
     metrics: SchedulerMetrics

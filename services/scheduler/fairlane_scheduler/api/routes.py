@@ -122,7 +122,7 @@ async def list_placements(
     """Newest first, ``limit`` per page; a namespace's token lists its own only."""
     if namespace is not None:
         caller.require_namespace(namespace)
-    found = await runtime.store.page(namespace or caller.scope(), state, limit, before_ms)
+    found = await runtime.service.page(namespace or caller.scope(), state, limit, before_ms)
     return PlacementPage(
         items=[PlacementOut.of(p) for p in found],
         next_before_ms=found[-1].created_at_ms if len(found) == limit else None,
@@ -183,8 +183,7 @@ async def cordon_node(
 ) -> None:
     """Admin only: no new placements on this node (what runs there stays)."""
     caller.require_admin()
-    await runtime.store.cordon(name, body.reason)
-    await runtime.live_gpus.refresh()
+    await runtime.service.cordon(name, body.reason)
 
 
 @router.delete(
@@ -194,8 +193,7 @@ async def cordon_node(
 )
 async def uncordon_node(name: NodeName, runtime: RuntimeDep, caller: CallerDep) -> None:
     caller.require_admin()
-    await runtime.store.uncordon(name)
-    await runtime.live_gpus.refresh()
+    await runtime.service.uncordon(name)
 
 
 @router.get(
@@ -205,8 +203,7 @@ async def uncordon_node(name: NodeName, runtime: RuntimeDep, caller: CallerDep) 
 )
 async def get_quota(namespace: Namespace, runtime: RuntimeDep, caller: CallerDep) -> QuotaOut:
     caller.require_namespace(namespace)
-    quota, used = await runtime.store.quota_and_usage(namespace)
-    quota = quota or Quota()
+    quota, used = await runtime.service.quota(namespace)
     return QuotaOut(
         namespace=namespace,
         max_gpus=quota.max_gpus,
@@ -226,7 +223,7 @@ async def set_quota(
 ) -> QuotaOut:
     """Admin only. Applies to new placements; what is placed stays."""
     caller.require_admin()
-    await runtime.store.set_quota(namespace, Quota(body.max_gpus, body.max_gpus_per_model))
+    await runtime.service.set_quota(namespace, Quota(body.max_gpus, body.max_gpus_per_model))
     return await get_quota(namespace, runtime, caller)
 
 
@@ -240,7 +237,7 @@ async def readyz(runtime: RuntimeDep) -> JSONResponse:
     """Ready when Postgres answers and the fleet view has caught up with the scores."""
     checks: dict[str, str] = {}
     try:
-        await runtime.store.ping()
+        await runtime.service.ping()
         checks["postgres"] = "ok"
     except SchedulerError as exc:
         checks["postgres"] = str(exc)

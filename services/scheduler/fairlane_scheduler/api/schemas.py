@@ -11,7 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchem
 from fairlane_events.gpu_models import CATALOG, find_model
 from fairlane_events.json_numbers import AS_INT
 from fairlane_events.records import NodeAssignment
-from fairlane_scheduler.core.model import Placement, PlacementRequest
+from fairlane_scheduler.core.placements import Placement, PlacementRequest
 
 __all__ = ["PlacementIn", "PlacementOut", "PlacementPage", "RenewIn"]
 

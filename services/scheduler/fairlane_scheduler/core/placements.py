@@ -1,4 +1,5 @@
-"""Core values of a placement (pure, frozen) and the lifecycle events they produce."""
+"""Core values of a placement (pure, frozen), how one is assembled from a choice, and
+the lifecycle events they produce."""
 
 from __future__ import annotations
 
@@ -8,16 +9,19 @@ from typing import Any, Literal
 
 import orjson
 
-from fairlane_events.records import NodeAssignment, PlacementEvent
-from fairlane_scheduler.core.placement import Policy
+from fairlane_events.records import GpuSlot, NodeAssignment, PlacementEvent
+from fairlane_scheduler.core.fleet import FleetView
+from fairlane_scheduler.core.placement import Choice, Packing
 
 __all__ = [
     "EventKind",
     "Placement",
     "PlacementRequest",
+    "assemble",
     "placement_event",
     "request_from_json",
     "request_to_json",
+    "waiting",
 ]
 
 EventKind = Literal["created", "pending", "released", "expired", "failed"]
@@ -33,7 +37,7 @@ class PlacementRequest:
     fingerprint: str  # sha256 of the canonical request body (idempotency)
     lease_s: float | None = None  # None: the placement never expires
     nodes: int = 1  # more than one: a gang, all nodes or none
-    policy: Policy = "fastest"
+    policy: Packing = "fastest"
     queue: bool = False  # wait (pending) instead of failing when nothing fits now
     priority: int = 0  # pending requests are placed by priority, then age
 
@@ -88,4 +92,64 @@ def placement_event(
         ts_ms=ts_ms,
         nodes=list(placement.nodes),
         reason=reason,
+    )
+
+
+def waiting(request: PlacementRequest, placement_id: str, now_ms: int) -> Placement:
+    """The pending placement of a request that asked to queue and cannot be placed now."""
+    return Placement(
+        id=placement_id,
+        job_id=request.job_id,
+        namespace=request.namespace,
+        state="pending",
+        created_at_ms=now_ms,
+        nodes=(),
+        fingerprint=request.fingerprint,
+    )
+
+
+def assemble(
+    request: PlacementRequest,
+    fleet: FleetView,
+    choice: Choice,
+    *,
+    port: int,
+    placement_id: str,
+    now_ms: int,
+) -> Placement:
+    """The placement of ``choice``: per node its GPUs by index, ``CUDA_VISIBLE_DEVICES``,
+    ``NODE_RANK`` (choice order), ``WORLD_SIZE`` and the master node's address and port."""
+    master = choice.nodes[0].node
+    world_size = sum(len(n.rows) for n in choice.nodes)
+    assignments = []
+    for rank, node in enumerate(choice.nodes):
+        rows = sorted(node.rows, key=lambda r: int(fleet.index[r]))
+        assignments.append(
+            NodeAssignment.model_construct(
+                node=node.node,
+                node_rank=rank,
+                gpus=[
+                    GpuSlot.model_construct(uuid=fleet.uuids[r], index=int(fleet.index[r]))
+                    for r in rows
+                ],
+                cuda_visible_devices=",".join(str(fleet.index[r]) for r in rows),
+                master_addr=master,
+                master_port=port,
+                world_size=world_size,
+            )
+        )
+    rows = [r for node in choice.nodes for r in node.rows]
+    lease_ms = None if request.lease_s is None else now_ms + round(request.lease_s * 1000)
+    return Placement(
+        id=placement_id,
+        job_id=request.job_id,
+        namespace=request.namespace,
+        state="placed",
+        created_at_ms=now_ms,
+        nodes=tuple(assignments),
+        fingerprint=request.fingerprint,
+        lease_expires_at_ms=lease_ms,
+        fallback=choice.fallback,
+        gpu_scores={fleet.uuids[r]: float(fleet.score[r]) for r in rows},
+        gpu_models={fleet.uuids[r]: fleet.models[fleet.model[r]] for r in rows},
     )
