@@ -119,10 +119,11 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def place_and_release(
-    client: httpx.AsyncClient, seconds: float, worker: int
+    client: httpx.AsyncClient, deadline: float, worker: int
 ) -> tuple[int, list[float]]:
+    """Until ``deadline`` (perf_counter), shared by all clients: an ASGI app that never
+    awaits would otherwise run each client's whole loop before the next one's starts."""
     placed, latencies, n = 0, [], 0
-    deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
         n += 1
         body = {"job_id": f"w{worker}-{n}", "gpus_per_node": 1 + n % 4}
@@ -132,7 +133,23 @@ async def place_and_release(
         if answer.status_code == 201:
             placed += 1
             await client.delete(f"/v1/placements/{answer.json()['id']}")
+        await asyncio.sleep(0)  # let the other clients in, as a socket would
     return placed, latencies
+
+
+async def load(client: httpx.AsyncClient, clients: int, seconds: float) -> dict[str, float]:
+    """``clients`` concurrent place + release loops for ``seconds``: pairs/s, POST p50/p99."""
+    started = time.perf_counter()
+    outcomes = await asyncio.gather(
+        *(place_and_release(client, started + seconds, w) for w in range(clients))
+    )
+    elapsed = time.perf_counter() - started
+    latencies = [x for _, lat in outcomes for x in lat]
+    return {
+        "placements_per_s": sum(p for p, _ in outcomes) / elapsed,
+        "p50_ms": percentile(latencies, 50),
+        "p99_ms": percentile(latencies, 99),
+    }
 
 
 def trivial_app() -> FastAPI:
@@ -155,15 +172,7 @@ async def trivial_ceiling(args: argparse.Namespace) -> dict[str, float]:
     app = trivial_app()
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
-        outcomes = await asyncio.gather(
-            *(place_and_release(client, args.seconds, w) for w in range(args.clients))
-        )
-    latencies = [x for _, lat in outcomes for x in lat]
-    return {
-        "placements_per_s": sum(p for p, _ in outcomes) / args.seconds,
-        "p50_ms": percentile(latencies, 50),
-        "p99_ms": percentile(latencies, 99),
-    }
+        return await load(client, args.clients, args.seconds)
 
 
 async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
@@ -189,16 +198,9 @@ async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
         while sum(1 for u in fleet.row if u.startswith(f"GPU-{prefix}-")) < gpus:  # noqa: ASYNC110
             await asyncio.sleep(0.5)
         result["rss_mib"] = rss_mib()
-        outcomes = await asyncio.gather(
-            *(place_and_release(client, args.seconds, w) for w in range(args.clients))
-        )
-        placed = sum(p for p, _ in outcomes)
-        latencies = [x for _, lat in outcomes for x in lat]
-        result |= {
-            "placements_per_s": placed / args.seconds,
-            "p50_ms": percentile(latencies, 50),
-            "p99_ms": percentile(latencies, 99),
-        }
+        result |= await load(client, args.clients, args.seconds)
+        one = await load(client, 1, min(args.seconds, 3.0))
+        result |= {"one_p50_ms": one["p50_ms"], "one_p99_ms": one["p99_ms"]}
         if gpus >= args.extender_nodes * GPUS_PER_NODE:
             names = sorted({g.node for g in fleet.records.values() if g.node.startswith(prefix)})
             pod = {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}
@@ -218,8 +220,8 @@ async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--bootstrap", default="127.0.0.1:29392")
-    parser.add_argument("--database-url", default="postgresql://postgres@127.0.0.1:25437/fairlane")
+    parser.add_argument("--bootstrap", default="127.0.0.1:29396")
+    parser.add_argument("--database-url", default="postgresql://postgres@127.0.0.1:25637/fairlane")
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=10.0)
@@ -242,7 +244,9 @@ async def main() -> None:
             f"{gpus:>7,} GPUs: {r['placements_per_s']:7.1f} placements/s "
             f"({r['placements_per_s'] / ceiling['placements_per_s']:.2f} x trivial, "
             f"{r['placements_per_s'] / commit_tps:.3f} x pgbench), "
-            f"POST p50 {r['p50_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms, RSS {r['rss_mib']:.0f} MiB"
+            f"POST p50 {r['p50_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms "
+            f"(1 client: p50 {r['one_p50_ms']:.1f} ms p99 {r['one_p99_ms']:.1f} ms), "
+            f"RSS {r['rss_mib']:.0f} MiB"
         )
         if "extender_p99_ms" in r:
             line += (

@@ -14,8 +14,8 @@ from fairlane_scheduler.adapters.migrations import (
 from fairlane_scheduler.adapters.outbox import OutboxRelay
 from fairlane_scheduler.adapters.store import PostgresStore, connect_pool
 from fairlane_scheduler.api.deps import SchedulerMetrics
-from fairlane_scheduler.core.placements import Placement, PlacementRequest
 from fairlane_scheduler.core.ledger import Holding
+from fairlane_scheduler.core.placements import Placement, PlacementRequest
 from fairlane_scheduler.errors import AllocationConflictError, DatabaseUnavailableError
 from fairlane_scheduler.storage import JobTaken, PortRange, Written
 from tests.integration.test_scheduler_api import placement_events
@@ -115,7 +115,9 @@ async def test_database_forbids_two_live_allocations_of_one_gpu(pool: asyncpg.Po
     assert await live_gpus(store) == {"g1", "g2"}
     # Once released, the GPU can be placed again.
     ended, now = await store.end(P1, "released", now_ms=2)
-    assert ended is not None and ended.state == "released" and now
+    assert ended is not None
+    assert ended.state == "released"
+    assert now
     assert await store.end(P1, "released", now_ms=3) == (ended, False)
     assert isinstance(await store.create(placement(P2, "job-2", ["g2"]), REQUEST, PORTS), Written)
 
@@ -129,7 +131,8 @@ async def test_a_live_port_is_never_given_twice_on_a_node(pool: asyncpg.Pool) ->
     assert isinstance(outcome, Written)
     assert {n.master_port for n in outcome.placement.nodes} == {29501}
     got = await store.get(P2)
-    assert got is not None and got.nodes == outcome.placement.nodes
+    assert got is not None
+    assert got.nodes == outcome.placement.nodes
     with pytest.raises(asyncpg.UniqueViolationError):
         await pool.execute("UPDATE placements SET master_port = 29500 WHERE id = $1", P2)
 

@@ -142,6 +142,27 @@ async def _start_relay(
     return relay
 
 
+def _readiness(
+    follower: ScoresFollower, fleet: FleetView, policy: PlacementPolicy, fresh: Callable[[], int]
+) -> Callable[[], bool]:
+    """Whether placements can be decided: the scores caught up and some GPU is fresh.
+    While ready, counted again at most once a second (a count over a 100k-GPU fleet on
+    every request costs more than the decision); the filter still drops stale GPUs."""
+    ready_until_ms = 0
+
+    def is_ready() -> bool:
+        nonlocal ready_until_ms
+        if (now := now_ms()) < ready_until_ms:
+            return True
+        ready = follower.caught_up and (
+            fresh() > 0 or (policy.stale == "last_known" and len(fleet) > 0)
+        )
+        ready_until_ms = now + 1000 if ready else 0
+        return ready
+
+    return is_ready
+
+
 def placement_policy(settings: SchedulerSettings) -> PlacementPolicy:
     return PlacementPolicy(
         settings.threshold,
@@ -181,10 +202,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 policy=policy,
                 ports=PortRange(settings.master_port_first, settings.master_port_last),
                 clock_ms=now_ms,
-                is_fleet_ready=lambda: (
-                    follower.caught_up
-                    and (fresh_gpus() > 0 or (policy.stale == "last_known" and len(fleet) > 0))
-                ),
+                is_fleet_ready=_readiness(follower, fleet, policy, fresh_gpus),
             )
             live_gpus = LiveGpusCache(
                 service.resync,

@@ -83,7 +83,7 @@ class Runtime:
     live_gpus: LiveGpusCache
 
 
-def _runtime(request: Request) -> Runtime:
+async def _runtime(request: Request) -> Runtime:  # async: no worker thread per request
     runtime: Runtime = request.app.state.runtime
     return runtime
 

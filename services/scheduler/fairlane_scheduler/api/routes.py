@@ -22,6 +22,7 @@ from fairlane_scheduler.api.schemas import (
     QuotaIn,
     QuotaOut,
     RenewIn,
+    placement_json,
 )
 from fairlane_scheduler.clock import now_ms
 from fairlane_scheduler.core.nodes import gpu_states, node_summaries
@@ -77,9 +78,7 @@ _DB = (DatabaseUnavailableError,)
         ),
     },
 )
-async def create_placement(
-    body: PlacementIn, runtime: RuntimeDep, caller: CallerDep, response: Response
-) -> PlacementOut:
+async def create_placement(body: PlacementIn, runtime: RuntimeDep, caller: CallerDep) -> Response:
     body = body.model_copy(update={"namespace": body.namespace or caller.namespace or "default"})
     caller.require_namespace(str(body.namespace))
     try:
@@ -90,10 +89,10 @@ async def create_placement(
         raise
     runtime.metrics.placements.labels("created" if created else "replayed").inc()
     if not created:
-        response.status_code = status.HTTP_200_OK
-    elif placement.state == "pending":
-        response.status_code = status.HTTP_202_ACCEPTED
-    return PlacementOut.of(placement)
+        return placement_json(placement, status.HTTP_200_OK)
+    if placement.state == "pending":
+        return placement_json(placement, status.HTTP_202_ACCEPTED)
+    return placement_json(placement, status.HTTP_201_CREATED)
 
 
 @router.get(
@@ -134,11 +133,9 @@ async def list_placements(
     response_model=PlacementOut,
     responses=error_responses(*_TOKEN, NotFoundError, *_DB),
 )
-async def release_placement(
-    placement_id: UUID, runtime: RuntimeDep, caller: CallerDep
-) -> PlacementOut:
+async def release_placement(placement_id: UUID, runtime: RuntimeDep, caller: CallerDep) -> Response:
     """Free the placement's GPUs. Releasing an ended placement returns it unchanged."""
-    return PlacementOut.of(await runtime.service.release(str(placement_id), caller.scope()))
+    return placement_json(await runtime.service.release(str(placement_id), caller.scope()))
 
 
 @router.post(
