@@ -30,6 +30,8 @@ import numpy as np
 from aiokafka import AIOKafkaProducer
 from fastapi import FastAPI
 
+from bench.place_load import load, percentile
+from bench.scheduler_http import run_replicas
 from fairlane_events.codec import encode
 from fairlane_events.records import GpuScore
 from fairlane_events.topics import GPU_SCORES
@@ -114,44 +116,6 @@ async def publish_fleet(bootstrap: str, prefix: str, gpus: int) -> None:
         await producer.stop()
 
 
-def percentile(values: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values), q)) * 1000 if values else float("nan")
-
-
-async def place_and_release(
-    client: httpx.AsyncClient, deadline: float, worker: int
-) -> tuple[int, list[float]]:
-    """Until ``deadline`` (perf_counter), shared by all clients: an ASGI app that never
-    awaits would otherwise run each client's whole loop before the next one's starts."""
-    placed, latencies, n = 0, [], 0
-    while time.perf_counter() < deadline:
-        n += 1
-        body = {"job_id": f"w{worker}-{n}", "gpus_per_node": 1 + n % 4}
-        started = time.perf_counter()
-        answer = await client.post("/v1/placements", json=body)
-        latencies.append(time.perf_counter() - started)
-        if answer.status_code == 201:
-            placed += 1
-            await client.delete(f"/v1/placements/{answer.json()['id']}")
-        await asyncio.sleep(0)  # let the other clients in, as a socket would
-    return placed, latencies
-
-
-async def load(client: httpx.AsyncClient, clients: int, seconds: float) -> dict[str, float]:
-    """``clients`` concurrent place + release loops for ``seconds``: pairs/s, POST p50/p99."""
-    started = time.perf_counter()
-    outcomes = await asyncio.gather(
-        *(place_and_release(client, started + seconds, w) for w in range(clients))
-    )
-    elapsed = time.perf_counter() - started
-    latencies = [x for _, lat in outcomes for x in lat]
-    return {
-        "placements_per_s": sum(p for p, _ in outcomes) / elapsed,
-        "p50_ms": percentile(latencies, 50),
-        "p99_ms": percentile(latencies, 99),
-    }
-
-
 def trivial_app() -> FastAPI:
     """The harness's own ceiling: endpoints that do nothing but answer like the scheduler."""
     app = FastAPI()
@@ -172,7 +136,7 @@ async def trivial_ceiling(args: argparse.Namespace) -> dict[str, float]:
     app = trivial_app()
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
-        return await load(client, args.clients, args.seconds)
+        return await load([client], args.clients, args.seconds)
 
 
 async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
@@ -198,8 +162,8 @@ async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
         while sum(1 for u in fleet.row if u.startswith(f"GPU-{prefix}-")) < gpus:  # noqa: ASYNC110
             await asyncio.sleep(0.5)
         result["rss_mib"] = rss_mib()
-        result |= await load(client, args.clients, args.seconds)
-        one = await load(client, 1, min(args.seconds, 3.0))
+        result |= await load([client], args.clients, args.seconds)
+        one = await load([client], 1, min(args.seconds, 3.0))
         result |= {"one_p50_ms": one["p50_ms"], "one_p99_ms": one["p99_ms"]}
         if gpus >= args.extender_nodes * GPUS_PER_NODE:
             names = sorted({g.node for g in fleet.records.values() if g.node.startswith(prefix)})
@@ -227,6 +191,8 @@ async def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--extender-nodes", type=int, default=5000)
     parser.add_argument("--extender-calls", type=int, default=200)
+    parser.add_argument("--http-gpus", type=int, default=10000, help="0: skip real HTTP")
+    parser.add_argument("--http-port", type=int, default=28590)
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     await ensure_topics(args.bootstrap)
@@ -254,6 +220,27 @@ async def main() -> None:
                 f"p50 {r['extender_p50_ms']:.1f} ms p99 {r['extender_p99_ms']:.1f} ms"
             )
         print(line, flush=True)
+    if args.http_gpus:
+        await publish_fleet(args.bootstrap, f"h{uuid.uuid4().hex[:6]}", args.http_gpus)
+        for replicas in (1, 3):
+            r = await run_replicas(
+                replicas=replicas,
+                bootstrap=args.bootstrap,
+                dsn=await fresh_database(args.database_url),
+                clients=args.clients,
+                seconds=args.seconds,
+                first_port=args.http_port,
+            )
+            print(
+                f"real HTTP, {replicas} replica(s), {args.clients} clients in another process: "
+                f"{r['placements_per_s']:.1f} placements/s "
+                f"({r['placements_per_s'] / commit_tps:.3f} x pgbench), "
+                f"POST p50 {r['p50_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms, "
+                f"scheduler CPU {r['server_cpu_ms_per_pair']:.2f} ms per pair, "
+                f"conflicts retried {r['conflicts']:.0f}, lost {r['lost']:.0f}, "
+                f"live left {r['live_left']}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

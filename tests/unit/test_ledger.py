@@ -1,7 +1,9 @@
 """The in-memory ledger of live holdings: reservations, own commits, and snapshots of
 the committed rows that may be older than own changes."""
 
+from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
 from fairlane_scheduler.core.ledger import Holding, Ledger
+from tests.factories import gpu_score
 
 
 def holding(pid: str, *gpus: str, port: int = 29500, namespace: str = "a") -> Holding:
@@ -53,3 +55,17 @@ def test_a_snapshot_brings_other_replicas_changes() -> None:
     ledger.replace([holding("mine", "g1")], ledger.seq)  # theirs was released
     assert set(ledger.gpus) == {"g1"}
     assert dict(ledger.usage("b")) == {}
+
+
+def test_the_fleet_view_learns_which_rows_are_held_even_before_their_scores() -> None:
+    fleet = FleetView(StabilityPolicy(0.65, 120))
+    fleet.apply(gpu_score(node="n1", uuid="g1", index=0))
+    ledger = Ledger(fleet)
+    ledger.reserve(holding("p1", "g1", "g2"))  # g2's score has not come yet
+    assert list(fleet.held_rows()) == [0]
+    fleet.apply(gpu_score(node="n1", uuid="g2", index=1))
+    assert list(fleet.held_rows()) == [0, 1]
+    ledger.unreserve("p1")
+    assert list(fleet.held_rows()) == []
+    ledger.replace([holding("p2", "g2")], ledger.seq)
+    assert list(fleet.held_rows()) == [1]

@@ -95,8 +95,8 @@ async def test_concurrent_requests_of_one_replica_never_choose_the_same_gpus() -
 
 
 async def test_a_stale_view_loses_the_race_resynchronises_and_retries() -> None:
-    store, fleet = MemoryStore(), fleet_of(1, 4)
-    ours, theirs = service_on(store, fleet), service_on(store, fleet)
+    store = MemoryStore()  # one database, a fleet view per replica
+    ours, theirs = service_on(store, fleet_of(1, 4)), service_on(store, fleet_of(1, 4))
     await ours.resync()
     taken, _ = await theirs.place(request("theirs", 2))  # a replica ours has not heard of
     placed, created = await ours.place(request("ours", 2))
@@ -107,9 +107,13 @@ async def test_a_stale_view_loses_the_race_resynchronises_and_retries() -> None:
 
 
 async def test_a_port_taken_by_another_replica_is_replaced_by_a_free_one() -> None:
-    store, fleet = MemoryStore(), fleet_of(1, 1)
-    fleet.apply(gpu_score(node="n0", uuid="big", index=1, mem_total_bytes=141 * GIB, ts_ms=NOW))
-    ours, theirs = service_on(store, fleet), service_on(store, fleet)
+    def fleet() -> FleetView:
+        view = fleet_of(1, 1)
+        view.apply(gpu_score(node="n0", uuid="big", index=1, mem_total_bytes=141 * GIB, ts_ms=NOW))
+        return view
+
+    store = MemoryStore()
+    ours, theirs = service_on(store, fleet()), service_on(store, fleet())
     their_first, _ = await theirs.place(request("t1", 1, min_gpu_memory_gib=100))
     ours_first, _ = await ours.place(request("o1", 1))  # ours saw nothing: proposes 29500
     assert gpus_of(ours_first) == {"n0-0"}
@@ -131,8 +135,8 @@ async def test_quota_refuses_busy_now_or_never() -> None:
 
 
 async def test_the_committed_rows_refuse_a_quota_a_stale_view_would_allow() -> None:
-    store, fleet = MemoryStore(), fleet_of(1, 8)
-    ours, theirs = service_on(store, fleet), service_on(store, fleet)
+    store = MemoryStore()
+    ours, theirs = service_on(store, fleet_of(1, 8)), service_on(store, fleet_of(1, 8))
     await ours.set_quota("team", Quota(max_gpus=3))
     await theirs.resync()
     await theirs.place(request("theirs", 2))  # ours does not know

@@ -210,6 +210,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 metrics.outage("allocation cache", "postgres"),
             )
             await live_gpus.start()
+            metrics.conflicts.set_function(lambda: service.conflicts)
             app.state.runtime = runtime = Runtime(
                 service, fleet, follower, metrics, fresh_gpus, policy, live_gpus
             )

@@ -68,7 +68,7 @@ class PlacementService:
         self._clock_ms = clock_ms
         self._is_fleet_ready = is_fleet_ready
         self._new_id = new_id
-        self.ledger = Ledger()
+        self.ledger = Ledger(fleet)
         self._quotas: dict[str, Quota] = {}
         self.conflicts = 0  # writes Postgres refused for a GPU or port (then retried)
 
@@ -237,7 +237,7 @@ class PlacementService:
                 raise QuotaExceededError.of(models.reason, ever=models.ever)
             shape = replace(shape, models=models)
         now_ms = self._clock_ms()
-        choice = choose(self._fleet, shape, self._policy, self.ledger.gpus, now_ms)
+        choice = choose(self._fleet, shape, self._policy, self._fleet.held_rows(), now_ms)
         if isinstance(choice, NoPlacement):
             raise NoCapacityError(choice.summary(), choice.reasons)
         master = choice.nodes[0].node

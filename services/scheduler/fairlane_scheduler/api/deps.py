@@ -29,6 +29,7 @@ class SchedulerMetrics:
     placement_s: Histogram
     outbox_backlog: Gauge
     pending: Gauge
+    conflicts: Gauge
 
     @classmethod
     def create(cls) -> SchedulerMetrics:
@@ -61,6 +62,12 @@ class SchedulerMetrics:
             pending=Gauge(
                 "fairlane_scheduler_pending_placements",
                 "placements waiting in the queue (read every housekeeping round)",
+                registry=r,
+            ),
+            conflicts=Gauge(
+                "fairlane_scheduler_conflicts",
+                "writes Postgres refused since start: a GPU or port another replica held "
+                "first (each retried on a resynchronised view)",
                 registry=r,
             ),
         )

@@ -18,10 +18,27 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from fairlane_scheduler.core.placements import Placement
 
-__all__ = ["Holding", "Ledger"]
+__all__ = ["HeldMask", "Holding", "Ledger"]
+
+
+class HeldMask(Protocol):
+    """Told which GPUs are held (the fleet view's ``held`` column)."""
+
+    def hold(self, uuid: str, *, held: bool = True) -> None: ...
+
+    def hold_only(self, uuids: Collection[str]) -> None: ...
+
+
+class _NoMask:
+    def hold(self, uuid: str, *, held: bool = True) -> None:
+        pass
+
+    def hold_only(self, uuids: Collection[str]) -> None:
+        pass
 
 
 @dataclass(frozen=True)
@@ -50,7 +67,8 @@ class Holding:
 
 
 class Ledger:
-    def __init__(self) -> None:
+    def __init__(self, mask: HeldMask | None = None) -> None:
+        self._mask = mask or _NoMask()
         self._committed: dict[str, Holding] = {}
         self._reserved: dict[str, Holding] = {}
         self._gpus: dict[str, str] = {}  # uuid -> placement id, committed and reserved
@@ -113,7 +131,10 @@ class Ledger:
                 self._committed.pop(holding.placement_id, None)
         self._gpus, self._ports, self._usage = {}, {}, {}
         for holding in (*self._committed.values(), *self._reserved.values()):
-            self._index(holding)
+            for gpu in holding.gpus:
+                self._gpus[gpu] = holding.placement_id
+            self._count(holding)
+        self._mask.hold_only(self._gpus.keys())
 
     def _apply(self, holding: Holding, *, live: bool) -> None:
         held = self._committed.pop(holding.placement_id, None)
@@ -130,6 +151,10 @@ class Ledger:
     def _index(self, holding: Holding) -> None:
         for gpu in holding.gpus:
             self._gpus[gpu] = holding.placement_id
+            self._mask.hold(gpu)
+        self._count(holding)
+
+    def _count(self, holding: Holding) -> None:
         self._ports.setdefault(holding.master, set()).add(holding.port)
         self._usage.setdefault(holding.namespace, Counter()).update(holding.models)
 
@@ -137,6 +162,7 @@ class Ledger:
         for gpu in holding.gpus:
             if self._gpus.get(gpu) == holding.placement_id:
                 del self._gpus[gpu]
+                self._mask.hold(gpu, held=False)
         ports = self._ports.get(holding.master)
         if ports is not None:
             ports.discard(holding.port)

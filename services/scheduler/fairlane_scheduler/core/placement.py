@@ -173,10 +173,11 @@ def choose(
     fleet: FleetView,
     shape: JobShape,
     policy: PlacementPolicy,
-    allocated: Collection[str],
+    allocated: Collection[str] | npt.NDArray[np.intp],
     now_ms: int,
 ) -> Choice | NoPlacement:
-    allocated_rows = fleet.rows_of(allocated)
+    """``allocated``: the GPUs live placements hold, by uuid or as fleet rows."""
+    allocated_rows = allocated if isinstance(allocated, np.ndarray) else fleet.rows_of(allocated)
     masks = rejection_masks(fleet, shape, policy, allocated_rows, now_ms)
     resolution = policy.capacity_resolution
     result = _choose(fleet, shape, masks, allocated_rows, resolution)
