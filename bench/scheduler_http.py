@@ -42,7 +42,7 @@ async def _ready(url: str, timeout_s: float = 120) -> None:
 
 
 async def _conflicts(url: str) -> float:
-    async with httpx.AsyncClient(base_url=url) as client:
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
         text = (await client.get("/metrics/")).text
     lines = [line for line in text.splitlines() if line.startswith("fairlane_scheduler_conflicts")]
     return sum(float(line.split()[-1]) for line in lines)

@@ -4,7 +4,7 @@ the lifecycle events they produce."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 import orjson
@@ -44,7 +44,7 @@ class PlacementRequest:
 
 def request_to_json(request: PlacementRequest) -> bytes:
     """What the database keeps of a request, to place it later if it waits."""
-    data = asdict(request)
+    data = {f.name: getattr(request, f.name) for f in fields(request)}  # asdict() copies deeply
     data["models"] = None if request.models is None else sorted(request.models)
     return orjson.dumps(data)
 
