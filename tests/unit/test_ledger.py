@@ -59,8 +59,8 @@ def test_a_snapshot_brings_other_replicas_changes() -> None:
 
 def test_the_fleet_view_learns_which_rows_are_held_even_before_their_scores() -> None:
     fleet = FleetView(StabilityPolicy(0.65, 120))
+    ledger = Ledger(fleet)  # the view is empty when the service starts
     fleet.apply(gpu_score(node="n1", uuid="g1", index=0))
-    ledger = Ledger(fleet)
     ledger.reserve(holding("p1", "g1", "g2"))  # g2's score has not come yet
     assert list(fleet.held_rows()) == [0]
     fleet.apply(gpu_score(node="n1", uuid="g2", index=1))

@@ -68,7 +68,7 @@ class Holding:
 
 class Ledger:
     def __init__(self, mask: HeldMask | None = None) -> None:
-        self._mask = mask or _NoMask()
+        self._mask: HeldMask = _NoMask() if mask is None else mask  # a FleetView may be empty
         self._committed: dict[str, Holding] = {}
         self._reserved: dict[str, Holding] = {}
         self._gpus: dict[str, str] = {}  # uuid -> placement id, committed and reserved
@@ -76,6 +76,7 @@ class Ledger:
         self._usage: dict[str, Counter[str]] = {}  # namespace -> GPUs per model
         self._journal: list[tuple[int, Holding, bool]] = []  # (seq, holding, live after)
         self.seq = 0  # own committed changes so far
+        self._since = -1  # the newest snapshot taken so far began after own change
 
     @property
     def gpus(self) -> Collection[str]:
@@ -121,7 +122,11 @@ class Ledger:
     def replace(self, committed: Iterable[Holding], since_seq: int) -> None:
         """Take a snapshot of every live placement, read after own change ``since_seq``:
         own changes after it are applied again (the snapshot may or may not show them);
-        reservations stay."""
+        reservations stay. A snapshot older than one already taken is ignored: the
+        journal it would need was trimmed."""
+        if since_seq < self._since:
+            return
+        self._since = since_seq
         self._committed = {h.placement_id: h for h in committed}
         self._journal = [entry for entry in self._journal if entry[0] > since_seq]
         for _, holding, live in self._journal:
