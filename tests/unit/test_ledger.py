@@ -1,5 +1,6 @@
-"""The in-memory ledger of live holdings: reservations, own commits, and snapshots of
-the committed rows that may be older than own changes."""
+"""The in-memory ledger of live holdings (reservations, own commits, and snapshots of
+the committed rows that may be older than own changes), and what the fleet view keeps
+for it and for followers of score changes."""
 
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
 from fairlane_scheduler.core.ledger import Holding, Ledger
@@ -69,3 +70,14 @@ def test_the_fleet_view_learns_which_rows_are_held_even_before_their_scores() ->
     assert list(fleet.held_rows()) == []
     ledger.replace([holding("p2", "g2")], ledger.seq)
     assert list(fleet.held_rows()) == [1]
+
+
+def test_the_fleet_view_hands_out_each_changed_record_once() -> None:
+    fleet = FleetView(StabilityPolicy(0.65, 120))
+    fleet.apply(gpu_score(uuid="g1", ts_ms=1))
+    fleet.apply(gpu_score(uuid="g1", ts_ms=2))
+    fleet.apply(gpu_score(uuid="g2", index=1, ts_ms=1))
+    assert sorted((r.uuid, r.ts_ms) for r in fleet.drain_changed()) == [("g1", 2), ("g2", 1)]
+    assert fleet.drain_changed() == []
+    fleet.apply(gpu_score(uuid="g2", index=1, ts_ms=3))
+    assert [r.uuid for r in fleet.drain_changed()] == ["g2"]

@@ -57,6 +57,7 @@ class FleetView:
         #: decision does not look up every allocated uuid (42 ms at 33k of 100k GPUs).
         self.held = np.zeros(capacity, dtype=bool)
         self._held: set[str] = set()  # the same, by uuid: GPUs held before their score came
+        self._changed: set[str] = set()  # GPUs whose record was taken since the last drain
         self._by_node: npt.NDArray[np.intp] | None = None  # rows by node, best score first
         self._name_rank: npt.NDArray[np.intp] | None = None  # node id -> rank of its name
 
@@ -73,6 +74,7 @@ class FleetView:
         if held is not None and held.ts_ms > score.ts_ms:
             return False
         self.records[score.uuid] = score
+        self._changed.add(score.uuid)
         r = self.row.get(score.uuid)
         if r is None:
             r = self._append(score.uuid)
@@ -129,6 +131,12 @@ class FleetView:
 
     def rows_of(self, uuids: Collection[str]) -> npt.NDArray[np.intp]:
         return np.fromiter((self.row[u] for u in uuids if u in self.row), dtype=np.intp)
+
+    def drain_changed(self) -> list[GpuScore]:
+        """The records taken since the last call, each GPU's latest once: followers of
+        score changes (the dashboard's history) need not walk the whole fleet."""
+        changed, self._changed = self._changed, set()
+        return [self.records[uuid] for uuid in changed]
 
     def held_rows(self) -> npt.NDArray[np.intp]:
         return np.flatnonzero(self.held[: self._n])
