@@ -28,7 +28,10 @@ import asyncpg
 import httpx
 import numpy as np
 from aiokafka import AIOKafkaProducer
+from fastapi import FastAPI
 
+from bench.place_load import load, percentile
+from bench.scheduler_http import run_replicas
 from fairlane_events.codec import encode
 from fairlane_events.records import GpuScore
 from fairlane_events.topics import GPU_SCORES
@@ -113,25 +116,27 @@ async def publish_fleet(bootstrap: str, prefix: str, gpus: int) -> None:
         await producer.stop()
 
 
-def percentile(values: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values), q)) * 1000 if values else float("nan")
+def trivial_app() -> FastAPI:
+    """The harness's own ceiling: endpoints that do nothing but answer like the scheduler."""
+    app = FastAPI()
+
+    @app.post("/v1/placements", status_code=201)
+    async def place(body: dict[str, object]) -> dict[str, str]:
+        return {"id": uuid.uuid4().hex}
+
+    @app.delete("/v1/placements/{placement_id}")
+    async def release(placement_id: str) -> dict[str, str]:
+        return {"id": placement_id}
+
+    return app
 
 
-async def place_and_release(
-    client: httpx.AsyncClient, seconds: float, worker: int
-) -> tuple[int, list[float]]:
-    placed, latencies, n = 0, [], 0
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
-        n += 1
-        body = {"job_id": f"w{worker}-{n}", "gpus_per_node": 1 + n % 4}
-        started = time.perf_counter()
-        answer = await client.post("/v1/placements", json=body)
-        latencies.append(time.perf_counter() - started)
-        if answer.status_code == 201:
-            placed += 1
-            await client.delete(f"/v1/placements/{answer.json()['id']}")
-    return placed, latencies
+async def trivial_ceiling(args: argparse.Namespace) -> dict[str, float]:
+    """Place + release pairs/s against :func:`trivial_app`: same transport, same clients."""
+    app = trivial_app()
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+        return await load([client], args.clients, args.seconds)
 
 
 async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
@@ -157,16 +162,10 @@ async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
         while sum(1 for u in fleet.row if u.startswith(f"GPU-{prefix}-")) < gpus:  # noqa: ASYNC110
             await asyncio.sleep(0.5)
         result["rss_mib"] = rss_mib()
-        outcomes = await asyncio.gather(
-            *(place_and_release(client, args.seconds, w) for w in range(args.clients))
-        )
-        placed = sum(p for p, _ in outcomes)
-        latencies = [x for _, lat in outcomes for x in lat]
-        result |= {
-            "placements_per_s": placed / args.seconds,
-            "p50_ms": percentile(latencies, 50),
-            "p99_ms": percentile(latencies, 99),
-        }
+        result["view_gpus"] = len(fleet)  # the topic keeps earlier sizes' fleets too
+        result |= await load([client], args.clients, args.seconds)
+        one = await load([client], 1, min(args.seconds, 3.0))
+        result |= {"one_p50_ms": one["p50_ms"], "one_p99_ms": one["p99_ms"]}
         if gpus >= args.extender_nodes * GPUS_PER_NODE:
             names = sorted({g.node for g in fleet.records.values() if g.node.startswith(prefix)})
             pod = {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}
@@ -186,13 +185,15 @@ async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--bootstrap", default="127.0.0.1:29392")
-    parser.add_argument("--database-url", default="postgresql://postgres@127.0.0.1:25437/fairlane")
+    parser.add_argument("--bootstrap", default="127.0.0.1:29396")
+    parser.add_argument("--database-url", default="postgresql://postgres@127.0.0.1:25637/fairlane")
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--extender-nodes", type=int, default=5000)
     parser.add_argument("--extender-calls", type=int, default=200)
+    parser.add_argument("--http-gpus", type=int, default=10000, help="0: skip real HTTP")
+    parser.add_argument("--http-port", type=int, default=28590)
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     await ensure_topics(args.bootstrap)
@@ -200,11 +201,21 @@ async def main() -> None:
     print(f"pgbench simple-update, {args.clients} clients: {commit_tps:,.0f} commits/s (durable)")
     print(f"rss at start: {rss_mib():.0f} MiB, pid {os.getpid()}")
     for gpus in (int(s) for s in args.sizes.split(",")):
+        # The ceiling right before each size: on a shared machine the load drifts.
+        ceiling = await trivial_ceiling(args)
+        print(
+            f"trivial endpoint, {args.clients} clients: {ceiling['placements_per_s']:,.0f} "
+            f"place+release pairs/s, POST p50 {ceiling['p50_ms']:.2f} ms "
+            f"p99 {ceiling['p99_ms']:.2f} ms"
+        )
         r = await run_size(args, gpus)
         line = (
             f"{gpus:>7,} GPUs: {r['placements_per_s']:7.1f} placements/s "
-            f"(ratio to pgbench commits {r['placements_per_s'] / commit_tps:.3f}), "
-            f"POST p50 {r['p50_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms, RSS {r['rss_mib']:.0f} MiB"
+            f"({r['placements_per_s'] / ceiling['placements_per_s']:.2f} x trivial, "
+            f"{r['placements_per_s'] / commit_tps:.3f} x pgbench), "
+            f"POST p50 {r['p50_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms "
+            f"(1 client: p50 {r['one_p50_ms']:.1f} ms p99 {r['one_p99_ms']:.1f} ms), "
+            f"RSS {r['rss_mib']:.0f} MiB with {r['view_gpus']:,} GPUs in the view"
         )
         if "extender_p99_ms" in r:
             line += (
@@ -212,6 +223,29 @@ async def main() -> None:
                 f"p50 {r['extender_p50_ms']:.1f} ms p99 {r['extender_p99_ms']:.1f} ms"
             )
         print(line, flush=True)
+    if args.http_gpus:
+        await publish_fleet(args.bootstrap, f"h{uuid.uuid4().hex[:6]}", args.http_gpus)
+        for replicas in (1, 3):
+            ceiling = await trivial_ceiling(args)
+            r = await run_replicas(
+                replicas=replicas,
+                bootstrap=args.bootstrap,
+                dsn=await fresh_database(args.database_url),
+                clients=args.clients,
+                seconds=args.seconds,
+                first_port=args.http_port,
+            )
+            print(
+                f"real HTTP, {replicas} replica(s), {args.clients} clients in another process: "
+                f"{r['placements_per_s']:.1f} placements/s "
+                f"({r['placements_per_s'] / ceiling['placements_per_s']:.2f} x trivial in-process, "
+                f"{r['placements_per_s'] / commit_tps:.3f} x pgbench), "
+                f"POST p50 {r['p50_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms, "
+                f"scheduler CPU {r['server_cpu_ms_per_pair']:.2f} ms per pair, "
+                f"conflicts retried {r['conflicts']:.0f}, lost {r['lost']:.0f}, "
+                f"live left {r['live_left']}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

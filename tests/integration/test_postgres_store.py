@@ -12,10 +12,12 @@ from fairlane_scheduler.adapters.migrations import (
     load_migrations,
 )
 from fairlane_scheduler.adapters.outbox import OutboxRelay
-from fairlane_scheduler.adapters.store import PlacementStore, connect_pool
+from fairlane_scheduler.adapters.store import PostgresStore, connect_pool
 from fairlane_scheduler.api.deps import SchedulerMetrics
-from fairlane_scheduler.core.model import Placement, PlacementRequest
+from fairlane_scheduler.core.ledger import Holding
+from fairlane_scheduler.core.placements import Placement, PlacementRequest
 from fairlane_scheduler.errors import AllocationConflictError, DatabaseUnavailableError
+from fairlane_scheduler.storage import JobTaken, PortRange, Written
 from tests.integration.test_scheduler_api import placement_events
 
 pytestmark = pytest.mark.integration
@@ -50,6 +52,7 @@ def placement(pid: str, job: str, gpus: list[str], port: int = 29500) -> Placeme
         ),
         fingerprint="f",
         gpu_scores=dict.fromkeys(gpus, 0.9),
+        gpu_models=dict.fromkeys(gpus, "H100"),
     )
 
 
@@ -78,33 +81,60 @@ async def test_migrations_apply_once_and_detect_edits(database_url: str) -> None
         await conn.close()
 
 
+PORTS = PortRange(29500, 29999)
+
+
+async def live_gpus(store: PostgresStore) -> set[str]:
+    return {g for h in await store.holdings() for g in h.gpus}
+
+
 async def test_placement_round_trips(pool: asyncpg.Pool) -> None:
-    store = PlacementStore(pool)
+    store = PostgresStore(pool)
     stored = placement(P1, "job-1", ["g1", "g2"])
-    await store.insert(stored, REQUEST)
+    assert await store.create(stored, REQUEST, PORTS) == Written(stored)
     got = await store.get(P1)
     assert got is not None
     assert (got.id, got.job_id, got.nodes, got.fingerprint) == (P1, "job-1", stored.nodes, "f")
     assert await store.find_job("default", "job-1") == got
-    assert await store.live_gpus() == {"g1", "g2"}
-    assert await store.live_ports("n1") == {29500}
+    assert await store.holdings() == [
+        Holding(P1, "default", "n1", 29500, ("g1", "g2"), ("H100", "H100"))
+    ]
+    # The same job id again writes nothing, whatever its GPUs.
+    again = placement(P2, "job-1", ["g3"], port=29501)
+    assert await store.create(again, REQUEST, PORTS) == JobTaken()
+    assert await store.get(P2) is None
 
 
 async def test_database_forbids_two_live_allocations_of_one_gpu(pool: asyncpg.Pool) -> None:
-    store = PlacementStore(pool)
-    await store.insert(placement(P1, "job-1", ["g1", "g2"]), REQUEST)
+    store = PostgresStore(pool)
+    await store.create(placement(P1, "job-1", ["g1", "g2"]), REQUEST, PORTS)
     with pytest.raises(AllocationConflictError):
-        await store.insert(placement(P2, "job-2", ["g2", "g3"], port=29501), REQUEST)
-    # The transaction rolled back as a whole: nothing of job-2 remains.
+        await store.create(placement(P2, "job-2", ["g2", "g3"], port=29501), REQUEST, PORTS)
+    # The statement rolled back as a whole: nothing of job-2 remains.
     assert await store.get(P2) is None
-    assert await store.live_gpus() == {"g1", "g2"}
+    assert await live_gpus(store) == {"g1", "g2"}
+    # Once released, the GPU can be placed again.
+    ended, now = await store.end(P1, "released", now_ms=2)
+    assert ended is not None
+    assert ended.state == "released"
+    assert now
+    assert await store.end(P1, "released", now_ms=3) == (ended, False)
+    assert isinstance(await store.create(placement(P2, "job-2", ["g2"]), REQUEST, PORTS), Written)
 
 
-async def test_database_forbids_two_live_placements_on_one_port(pool: asyncpg.Pool) -> None:
-    store = PlacementStore(pool)
-    await store.insert(placement(P1, "job-1", ["g1"]), REQUEST)
-    with pytest.raises(AllocationConflictError):
-        await store.insert(placement(P2, "job-2", ["g2"], port=29500), REQUEST)
+async def test_a_live_port_is_never_given_twice_on_a_node(pool: asyncpg.Pool) -> None:
+    """A replica that proposes a port another live placement holds gets the lowest free
+    one instead; and the unique index refuses a second live placement of one port."""
+    store = PostgresStore(pool)
+    await store.create(placement(P1, "job-1", ["g1"]), REQUEST, PORTS)
+    outcome = await store.create(placement(P2, "job-2", ["g2"], port=29500), REQUEST, PORTS)
+    assert isinstance(outcome, Written)
+    assert {n.master_port for n in outcome.placement.nodes} == {29501}
+    got = await store.get(P2)
+    assert got is not None
+    assert got.nodes == outcome.placement.nodes
+    with pytest.raises(asyncpg.UniqueViolationError):
+        await pool.execute("UPDATE placements SET master_port = 29500 WHERE id = $1", P2)
 
 
 async def test_unreachable_postgres_gives_a_clear_error() -> None:
@@ -117,8 +147,8 @@ async def test_events_committed_while_no_relay_runs_are_published_later(
 ) -> None:
     """A scheduler that dies between commit and publish loses nothing: the next relay
     (any replica) publishes what the outbox holds, then marks it."""
-    store = PlacementStore(pool)
-    await store.insert(placement(P1, "job-1", ["g1"]), REQUEST)
+    store = PostgresStore(pool)
+    await store.create(placement(P1, "job-1", ["g1"]), REQUEST, PORTS)
     await store.end(P1, "released", now_ms=2)
     metrics = SchedulerMetrics.create()
     relay = OutboxRelay(

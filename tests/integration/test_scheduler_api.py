@@ -76,6 +76,16 @@ async def wait_until(check: Callable[[], Any], timeout_s: float = 20) -> None:
         await asyncio.sleep(0.2)
 
 
+async def wait_for_gpus(client: httpx.AsyncClient, node: str, gpus: int) -> None:
+    """Until the scheduler holds the scores of all ``gpus`` GPUs of ``node``."""
+
+    async def known() -> bool:
+        answer = await client.get(f"/v1/nodes/{node}")
+        return answer.status_code == 200 and len(answer.json()["gpus"]) >= gpus
+
+    await wait_until(known)
+
+
 async def placement_events(bootstrap: str, placement_id: str, count: int) -> list[PlacementEvent]:
     """The first ``count`` events of one placement on the placements topic, in order."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
@@ -227,15 +237,8 @@ async def test_a_gang_spans_nodes_with_ranks_and_one_master(
     fast, slow = f"gang-fast-{unique}", f"gang-slow-{unique}"  # L40S: no other test uses it
     await publish_scores(kafka_bootstrap, fast, [0.97, 0.96], model="NVIDIA L40S")
     await publish_scores(kafka_bootstrap, slow, [0.8, 0.9, 0.2], model="NVIDIA L40S")
-    pod = {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
-
-    async def both_known() -> bool:
-        answer = await client.post(
-            "/v1/extender/filter", json={"Pod": pod, "NodeNames": [fast, slow]}
-        )
-        return len(answer.json()["NodeNames"]) == 2
-
-    await wait_until(both_known)
+    await wait_for_gpus(client, fast, 2)
+    await wait_for_gpus(client, slow, 3)
     request = {"job_id": "gang", "gpus_per_node": 2, "nodes": 2, "models": ["L40S"]}
     gang = await client.post("/v1/placements", json=request)
     assert gang.status_code == 201, gang.text
@@ -279,12 +282,9 @@ async def test_queued_requests_wait_and_are_placed_by_priority_when_gpus_free(
     await publish_scores(kafka_bootstrap, node, [0.9, 0.9, 0.9], model="Tesla T4")
     t4 = {"gpus_per_node": 3, "models": ["T4"]}
 
-    async def node_known() -> bool:
-        return (await client.get(f"/v1/nodes/{node}")).status_code == 200
-
-    await wait_until(node_known)
+    await wait_for_gpus(client, node, 3)
     first = (await client.post("/v1/placements", json={"job_id": "q-first", **t4})).json()
-    assert first["state"] == "placed"
+    assert first.get("state") == "placed", first
     refused = await client.post("/v1/placements", json={"job_id": "q-no", **t4})
     assert refused.status_code == 409  # did not ask to queue
     low = await client.post("/v1/placements", json={"job_id": "q-low", "queue": True, **t4})

@@ -24,8 +24,8 @@ from fairlane_scheduler.api import dashboard
 from fairlane_scheduler.api.auth import Caller, TokenTable
 from fairlane_scheduler.api.errors import install_error_handlers
 from fairlane_scheduler.core.fleet import FleetView
-from fairlane_scheduler.core.model import Placement
 from fairlane_scheduler.core.placement import PlacementPolicy
+from fairlane_scheduler.core.placements import Placement
 from fairlane_scheduler.settings import SchedulerSettings
 from tests.factories import gpu_score
 

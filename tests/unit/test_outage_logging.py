@@ -12,7 +12,6 @@ from fairlane_runtime.outage import OutageLog
 from fairlane_scheduler.adapters.live_gpus import LiveGpusCache
 from fairlane_scheduler.api.deps import SchedulerMetrics
 from fairlane_scheduler.app import housekeeping
-from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
 from fairlane_scheduler.errors import DatabaseUnavailableError, SchedulerError
 
 LOGGER = "fairlane.scheduler.outage"
@@ -60,21 +59,17 @@ def test_only_the_unexpected_gets_a_traceback(caplog: pytest.LogCaptureFixture) 
     assert len(_warnings(caplog)) == 3
 
 
-class FlakyStore:
-    """Postgres away for the first ``down_for`` calls of ``live_gpus``, then back."""
+class FlakyRefresh:
+    """Postgres away for the first ``down_for`` refreshes, then back."""
 
     def __init__(self, down_for: int) -> None:
         self.calls = 0
         self.down_for = down_for
 
-    async def live_gpus(self) -> set[str]:
+    async def __call__(self) -> None:
         self.calls += 1
         if self.calls <= self.down_for:
             raise DatabaseUnavailableError("Postgres does not answer: connection refused")
-        return {"gpu-1"}
-
-    async def cordoned(self) -> set[str]:
-        return set()
 
 
 async def _until(condition: Any, timeout_s: float = 5.0) -> None:
@@ -87,10 +82,10 @@ async def _until(condition: Any, timeout_s: float = 5.0) -> None:
 
 async def test_the_allocation_cache_logs_an_outage_twice(caplog: pytest.LogCaptureFixture) -> None:
     metrics = SchedulerMetrics.create()
-    store = FlakyStore(down_for=0)
+    store = FlakyRefresh(down_for=0)
     cache = LiveGpusCache(
-        cast("Any", store),
-        FleetView(StabilityPolicy(0.65, 120)),
+        store,
+        lambda: {"gpu-1"},
         metrics.outage("allocation cache", "postgres"),
         refresh_s=0.001,
     )

@@ -2,6 +2,7 @@ import pytest
 
 from fairlane_events.records import GpuScore
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
+from fairlane_scheduler.core.master_port import next_free_port
 from fairlane_scheduler.core.placement import (
     NOT_ENOUGH_ON_NODE,
     Choice,
@@ -10,7 +11,6 @@ from fairlane_scheduler.core.placement import (
     PlacementPolicy,
     choose,
 )
-from fairlane_scheduler.core.ports import next_free_port
 from tests.factories import GIB, gpu_score
 
 NOW = 1_700_000_000_000

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from fairlane_scheduler.core.placement import Policy
+from fairlane_scheduler.core.placement import Packing
 
 __all__ = ["ORACLE", "ORACLES", "POLICIES", "PolicySpec", "View", "policy"]
 
@@ -31,7 +31,7 @@ View = Literal["constant", "scores", "truth"]
 class PolicySpec:
     name: str
     view: View
-    pack: Policy
+    pack: Packing
     job_speeds: bool = False  # rank by the job's measured per-model throughput
     description: str = ""
     exact_ranking: bool = False  # fastest without the capacity resolution (first fit)

@@ -24,7 +24,7 @@ from fairlane_scheduler.adapters.migrations import apply_migrations, load_migrat
 from fairlane_scheduler.adapters.outbox import OutboxRelay
 from fairlane_scheduler.adapters.pg_tls import client_ssl
 from fairlane_scheduler.adapters.scores import ScoresFollower
-from fairlane_scheduler.adapters.store import PlacementStore, connect_pool
+from fairlane_scheduler.adapters.store import PostgresStore, connect_pool
 from fairlane_scheduler.api import dashboard, extender
 from fairlane_scheduler.api.auth import TokenTable
 from fairlane_scheduler.api.deps import Runtime, SchedulerMetrics
@@ -33,8 +33,8 @@ from fairlane_scheduler.api.listeners import ExtenderPortGate
 from fairlane_scheduler.api.routes import router
 from fairlane_scheduler.clock import now_ms
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
-from fairlane_scheduler.core.model import Placement
 from fairlane_scheduler.core.placement import PlacementPolicy
+from fairlane_scheduler.core.placements import Placement
 from fairlane_scheduler.kube.wiring import with_kube_edges
 from fairlane_scheduler.service import PlacementService, PortRange
 from fairlane_scheduler.settings import SchedulerSettings
@@ -89,11 +89,11 @@ async def _start_dashboard(
     dead letters it shows."""
     dead_letters = DeadLetterTally(bootstrap, security=security)
     await dead_letters.start()
-    follower, store, live_gpus = runtime.follower, runtime.store, runtime.live_gpus
+    follower, service, live_gpus = runtime.follower, runtime.service, runtime.live_gpus
 
     async def lists() -> tuple[Sequence[Placement], Sequence[Placement]]:
-        placed = await store.page(None, "placed", _DASHBOARD_LIST_LIMIT, None)
-        return placed, [p for p, _ in await store.pending(_DASHBOARD_LIST_LIMIT)]
+        placed = await service.page(None, "placed", _DASHBOARD_LIST_LIMIT, None)
+        return placed, await service.queue(_DASHBOARD_LIST_LIMIT)
 
     feed = DashboardFeed(
         fleet=runtime.fleet,
@@ -112,10 +112,10 @@ async def _start_dashboard(
 
 
 def _backlog_observer(
-    store: PlacementStore, metrics: SchedulerMetrics
+    service: PlacementService, metrics: SchedulerMetrics
 ) -> Callable[[], Awaitable[None]]:
     async def observe() -> None:
-        outbox, pending = await store.backlog()
+        outbox, pending = await service.backlog()
         metrics.outbox_backlog.set(outbox)
         metrics.pending.set(pending)
 
@@ -141,6 +141,27 @@ async def _start_relay(
     )
     await relay.start()
     return relay
+
+
+def _readiness(
+    follower: ScoresFollower, fleet: FleetView, policy: PlacementPolicy, fresh: Callable[[], int]
+) -> Callable[[], bool]:
+    """Whether placements can be decided: the scores caught up and some GPU is fresh.
+    While ready, counted again at most once a second (a count over a 100k-GPU fleet on
+    every request costs more than the decision); the filter still drops stale GPUs."""
+    ready_until_ms = 0
+
+    def is_ready() -> bool:
+        nonlocal ready_until_ms
+        if (now := now_ms()) < ready_until_ms:
+            return True
+        ready = follower.caught_up and (
+            fresh() > 0 or (policy.stale == "last_known" and len(fleet) > 0)
+        )
+        ready_until_ms = now + 1000 if ready else 0
+        return ready
+
+    return is_ready
 
 
 def placement_policy(settings: SchedulerSettings) -> PlacementPolicy:
@@ -170,7 +191,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
             fleet = FleetView(StabilityPolicy(settings.threshold, settings.stabilization_s))
             follower = ScoresFollower(settings.kafka_bootstrap_servers, fleet, security=kafka)
             await follower.start()
-            store = PlacementStore(pool)
+            store = PostgresStore(pool)
 
             def fresh_gpus() -> int:
                 return fleet.fresh_count(now_ms(), settings.stale_after_s)
@@ -182,15 +203,17 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 policy=policy,
                 ports=PortRange(settings.master_port_first, settings.master_port_last),
                 clock_ms=now_ms,
-                is_fleet_ready=lambda: (
-                    follower.caught_up
-                    and (fresh_gpus() > 0 or (policy.stale == "last_known" and len(fleet) > 0))
-                ),
+                is_fleet_ready=_readiness(follower, fleet, policy, fresh_gpus),
             )
-            live_gpus = LiveGpusCache(store, fleet, metrics.outage("allocation cache", "postgres"))
+            live_gpus = LiveGpusCache(
+                service.resync,
+                lambda: service.allocated,
+                metrics.outage("allocation cache", "postgres"),
+            )
             await live_gpus.start()
+            metrics.conflicts.set_function(lambda: service.conflicts)
             app.state.runtime = runtime = Runtime(
-                service, store, fleet, follower, metrics, fresh_gpus, policy, live_gpus
+                service, fleet, follower, metrics, fresh_gpus, policy, live_gpus
             )
             feed, dead_letters = await _start_dashboard(
                 runtime, settings.kafka_bootstrap_servers, kafka
@@ -205,7 +228,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                     service,
                     settings.expiry_interval_s,
                     metrics.outage("housekeeping", "postgres"),
-                    _backlog_observer(store, metrics),
+                    _backlog_observer(service, metrics),
                 ),
                 name="housekeeping",
             )

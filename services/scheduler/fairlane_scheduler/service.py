@@ -1,25 +1,26 @@
-"""Placement orchestration: idempotency, a decision on the live fleet view, and the
-write that Postgres arbitrates. Routes call this; it knows nothing of HTTP."""
+"""Placement orchestration: a decision on the in-memory view (fleet scores and the
+ledger of what live placements hold), then one write that Postgres arbitrates.
+Routes call this; it knows nothing of HTTP or of which store it writes to."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections import Counter
+from collections.abc import Callable, Collection
+from dataclasses import replace
 
-from fairlane_events.records import GpuSlot, NodeAssignment
-from fairlane_scheduler.adapters.store import PlacementStore
 from fairlane_scheduler.core.fleet import FleetView
-from fairlane_scheduler.core.model import Placement, PlacementRequest
-from fairlane_scheduler.core.placement import (
-    Choice,
-    JobShape,
-    NoPlacement,
-    PlacementPolicy,
-    choose,
+from fairlane_scheduler.core.ledger import Holding, Ledger
+from fairlane_scheduler.core.master_port import next_free_port
+from fairlane_scheduler.core.placement import JobShape, NoPlacement, PlacementPolicy, choose
+from fairlane_scheduler.core.placements import (
+    EventKind,
+    Placement,
+    PlacementRequest,
+    assemble,
+    waiting,
 )
-from fairlane_scheduler.core.ports import next_free_port
-from fairlane_scheduler.core.quota import QuotaVerdict, models_within_quota
+from fairlane_scheduler.core.quota import Quota, QuotaVerdict, check_quota, models_within_quota
 from fairlane_scheduler.errors import (
     AllocationConflictError,
     JobConflictError,
@@ -29,16 +30,23 @@ from fairlane_scheduler.errors import (
     NotReadyError,
     QuotaExceededError,
 )
+from fairlane_scheduler.storage import (
+    JobTaken,
+    NoFreePort,
+    OverQuota,
+    PlacementStore,
+    PortRange,
+    WriteOutcome,
+    Written,
+)
 
 __all__ = ["PlacementService", "PortRange"]
 
-_ATTEMPTS = 5  # a lost race with another replica retries on a fresh view
+_ATTEMPTS = 5  # a lost race with another replica retries on a resynchronised view
 
 
-@dataclass(frozen=True)
-class PortRange:
-    first: int = 29500
-    last: int = 29999
+def _new_id() -> str:
+    return str(uuid.uuid4())
 
 
 class PlacementService:
@@ -51,6 +59,7 @@ class PlacementService:
         ports: PortRange,
         clock_ms: Callable[[], int],
         is_fleet_ready: Callable[[], bool],
+        new_id: Callable[[], str] = _new_id,
     ) -> None:
         self._store = store
         self._fleet = fleet
@@ -58,6 +67,80 @@ class PlacementService:
         self._ports = ports
         self._clock_ms = clock_ms
         self._is_fleet_ready = is_fleet_ready
+        self._new_id = new_id
+        self.ledger = Ledger(fleet)
+        self._quotas: dict[str, Quota] = {}
+        self.conflicts = 0  # writes Postgres refused for a GPU or port (then retried)
+
+    @property
+    def allocated(self) -> Collection[str]:
+        """GPUs live placements hold or this replica is writing (a live view)."""
+        return self.ledger.gpus
+
+    async def resync(self) -> None:
+        """Read what every replica committed: live holdings, quotas, cordons."""
+        since = self.ledger.seq
+        holdings = await self._store.holdings()
+        self.ledger.replace(holdings, since)
+        self._quotas = await self._store.quotas()
+        self._fleet.cordoned = frozenset(await self._store.cordoned())
+
+    async def place(self, request: PlacementRequest) -> tuple[Placement, bool]:
+        """The placement for ``request`` and whether it was created now (False: the original
+        placement of an identical earlier request). A request that asked to queue and
+        cannot be placed now is stored as pending instead of refused."""
+        queued = False
+        for _ in range(_ATTEMPTS):
+            if queued:
+                placement = waiting(request, self._new_id(), self._clock_ms())
+            else:
+                try:
+                    placement = await self._decision(request)
+                except (NoCapacityError, QuotaExceededError, NotReadyError) as exc:
+                    # An identical request placed before is answered even when nothing fits.
+                    if (replayed := await self._replay(request)) is not None:
+                        return replayed, False
+                    if isinstance(exc, NotReadyError) or not request.queue or not exc.retryable:
+                        raise
+                    queued = True
+                    continue
+            outcome = await self._write(placement, request)
+            if isinstance(outcome, Written):
+                return outcome.placement, True
+            if isinstance(outcome, JobTaken):
+                if (replayed := await self._replay(request)) is not None:
+                    return replayed, False
+            elif isinstance(outcome, OverQuota):
+                refusal = self._refusal(request.namespace, placement, outcome)
+                if not request.queue or not refusal.retryable:
+                    raise refusal
+                queued = True
+        raise NoCapacityError("lost every race for the chosen GPUs; try again", {})
+
+    async def place_pending(self) -> list[Placement]:
+        """Place what waits and now fits, by priority then age; a request that fits later
+        than one before it is not held back by it (backfill)."""
+        if not self._is_fleet_ready():
+            return []
+        placed = []
+        for waited, request in await self._store.pending():
+            try:
+                decided = self._decide(request, waited.id)
+            except NoCapacityError:
+                continue
+            except QuotaExceededError as exc:
+                if not exc.ever:  # the quota shrank below the request: it never will
+                    await self._end(waited.id, "failed", str(exc))
+                continue
+            promoted = replace(decided, created_at_ms=waited.created_at_ms)
+            outcome = await self._write(promoted, None)
+            if isinstance(outcome, Written):
+                placed.append(outcome.placement)
+            elif isinstance(outcome, OverQuota):
+                refusal = self._refusal(request.namespace, promoted, outcome)
+                if not refusal.retryable:
+                    await self._end(waited.id, "failed", str(refusal))
+        return placed
 
     async def get(self, placement_id: str, namespace: str | None = None) -> Placement:
         """The placement, if it exists and (when ``namespace`` is given) belongs to it:
@@ -69,9 +152,10 @@ class PlacementService:
 
     async def release(self, placement_id: str, namespace: str | None = None) -> Placement:
         """End a placement and free its GPUs. Idempotent: an ended one is returned as is."""
-        await self.get(placement_id, namespace)
-        ended = await self._store.end(placement_id, "released", self._clock_ms())
-        return ended if ended is not None else await self.get(placement_id)
+        placement = await self._end(placement_id, "released", None, namespace)
+        if placement is None:
+            raise NotFoundError(f"no placement {placement_id}")
+        return placement
 
     async def renew(
         self, placement_id: str, lease_s: float | None, namespace: str | None = None
@@ -86,66 +170,57 @@ class PlacementService:
 
     async def expire_due(self) -> list[Placement]:
         """Expire every live placement whose lease has ended (safe on every replica)."""
-        now_ms = self._clock_ms()
         expired = []
-        for placement_id in await self._store.due_for_expiry(now_ms):
-            ended = await self._store.end(placement_id, "expired", now_ms, "lease not renewed")
-            if ended is not None:
-                expired.append(ended)
+        for placement_id in await self._store.due_for_expiry(self._clock_ms()):
+            placement = await self._end(placement_id, "expired", "lease not renewed")
+            if placement is not None and placement.state == "expired":
+                expired.append(placement)
         return expired
 
-    async def place(self, request: PlacementRequest) -> tuple[Placement, bool]:
-        """The placement for ``request`` and whether it was created now (False: the original
-        placement of an identical earlier request). A request that asked to queue and
-        cannot be placed now is stored as pending instead of refused."""
-        for _ in range(_ATTEMPTS):
-            existing = await self._store.find_job(request.namespace, request.job_id)
-            if existing is not None:
-                if existing.fingerprint != request.fingerprint:
-                    raise JobConflictError(
-                        f"job_id {request.job_id!r} already exists in namespace "
-                        f"{request.namespace!r} with a different request"
-                    )
-                return existing, False
-            if not self._is_fleet_ready():
-                raise NotReadyError("no GPU scores received yet")
-            try:
-                placement = await self._decide(request)
-            except (NoCapacityError, QuotaExceededError) as exc:
-                if not request.queue or not exc.retryable:
-                    raise
-                placement = _waiting(request, self._clock_ms())
-            try:
-                await self._store.insert(placement, request)
-            except AllocationConflictError:
-                continue
-            return placement, True
-        raise NoCapacityError("lost every race for the chosen GPUs; try again", {})
+    async def page(
+        self, namespace: str | None, state: str | None, limit: int, before_ms: int | None
+    ) -> list[Placement]:
+        return await self._store.page(namespace, state, limit, before_ms)
 
-    async def place_pending(self) -> list[Placement]:
-        """Place what waits and now fits, by priority then age; a request that fits later
-        than one before it is not held back by it (backfill)."""
+    async def queue(self, limit: int) -> list[Placement]:
+        """Waiting placements in the order they will be placed."""
+        return [waited for waited, _ in await self._store.pending(limit)]
+
+    async def quota(self, namespace: str) -> tuple[Quota, dict[str, int]]:
+        """The namespace's quota (no row: no limit) and what it holds, from Postgres."""
+        quota, used = await self._store.quota_and_usage(namespace)
+        return quota or Quota(), used
+
+    async def set_quota(self, namespace: str, quota: Quota) -> None:
+        await self._store.set_quota(namespace, quota)
+        self._quotas[namespace] = quota
+
+    async def cordon(self, node: str, reason: str) -> None:
+        await self._store.cordon(node, reason)
+        self._fleet.cordoned = frozenset(await self._store.cordoned())
+
+    async def uncordon(self, node: str) -> None:
+        await self._store.uncordon(node)
+        self._fleet.cordoned = frozenset(await self._store.cordoned())
+
+    async def ping(self) -> None:
+        await self._store.ping()
+
+    async def backlog(self) -> tuple[int, int]:
+        return await self._store.backlog()
+
+    async def _decision(self, request: PlacementRequest) -> Placement:
         if not self._is_fleet_ready():
-            return []
-        placed = []
-        for waiting, request in await self._store.pending():
-            try:
-                decided = await self._decide(request)
-            except NoCapacityError:
-                continue
-            except QuotaExceededError as exc:
-                if not exc.ever:  # the quota shrank below the request: it never will
-                    await self._store.end(waiting.id, "failed", self._clock_ms(), str(exc))
-                continue
-            promoted = replace(decided, id=waiting.id, created_at_ms=waiting.created_at_ms)
-            try:
-                if await self._store.promote(promoted, self._clock_ms()):
-                    placed.append(promoted)
-            except AllocationConflictError:
-                continue
-        return placed
+            raise NotReadyError("no GPU scores received yet")
+        try:
+            return self._decide(request, self._new_id())
+        except QuotaExceededError:
+            await self.resync()  # a refusal must stand on what is committed now
+            return self._decide(request, self._new_id())
 
-    async def _decide(self, request: PlacementRequest) -> Placement:
+    def _decide(self, request: PlacementRequest, placement_id: str) -> Placement:
+        """Choose on the in-memory view and reserve what was chosen, in one step (no
+        await): concurrent requests of this replica never choose the same GPUs."""
         shape = JobShape(
             gpus_per_node=request.gpus_per_node,
             nodes=request.nodes,
@@ -153,73 +228,76 @@ class PlacementService:
             models=request.models,
             policy=request.policy,
         )
-        quota, used = await self._store.quota_and_usage(request.namespace)
+        quota = self._quotas.get(request.namespace)
         if quota is not None:
+            used = self.ledger.usage(request.namespace)
             wanted = request.gpus_per_node * request.nodes
             models = models_within_quota(quota, used, shape.models, self._fleet.models, wanted)
             if isinstance(models, QuotaVerdict):
                 raise QuotaExceededError.of(models.reason, ever=models.ever)
             shape = replace(shape, models=models)
-        allocated = await self._store.live_gpus()
         now_ms = self._clock_ms()
-        choice = choose(self._fleet, shape, self._policy, allocated, now_ms)
+        choice = choose(self._fleet, shape, self._policy, self._fleet.held_rows(), now_ms)
         if isinstance(choice, NoPlacement):
             raise NoCapacityError(choice.summary(), choice.reasons)
         master = choice.nodes[0].node
-        port = next_free_port(
-            await self._store.live_ports(master), self._ports.first, self._ports.last
-        )
+        port = next_free_port(self.ledger.ports(master), self._ports.first, self._ports.last)
         if port is None:
             raise NoCapacityError(f"no free MASTER_PORT on {master}", {"ports": 1})
-        return _placement(request, self._fleet, choice, port, now_ms)
-
-
-def _waiting(request: PlacementRequest, now_ms: int) -> Placement:
-    return Placement(
-        id=str(uuid.uuid4()),
-        job_id=request.job_id,
-        namespace=request.namespace,
-        state="pending",
-        created_at_ms=now_ms,
-        nodes=(),
-        fingerprint=request.fingerprint,
-    )
-
-
-def _placement(
-    request: PlacementRequest, fleet: FleetView, choice: Choice, port: int, now_ms: int
-) -> Placement:
-    master = choice.nodes[0].node
-    world_size = sum(len(n.rows) for n in choice.nodes)
-    assignments = []
-    for rank, node in enumerate(choice.nodes):
-        rows = sorted(node.rows, key=lambda r: int(fleet.index[r]))
-        assignments.append(
-            NodeAssignment(
-                node=node.node,
-                node_rank=rank,
-                gpus=[GpuSlot(uuid=fleet.uuids[r], index=int(fleet.index[r])) for r in rows],
-                cuda_visible_devices=",".join(str(fleet.index[r]) for r in rows),
-                master_addr=master,
-                master_port=port,
-                world_size=world_size,
-            )
+        placement = assemble(
+            request, self._fleet, choice, port=port, placement_id=placement_id, now_ms=now_ms
         )
-    lease_ms = None if request.lease_s is None else now_ms + round(request.lease_s * 1000)
-    return Placement(
-        id=str(uuid.uuid4()),
-        job_id=request.job_id,
-        namespace=request.namespace,
-        state="placed",
-        created_at_ms=now_ms,
-        nodes=tuple(assignments),
-        fingerprint=request.fingerprint,
-        lease_expires_at_ms=lease_ms,
-        fallback=choice.fallback,
-        gpu_scores={
-            fleet.uuids[r]: float(fleet.score[r]) for node in choice.nodes for r in node.rows
-        },
-        gpu_models={
-            fleet.uuids[r]: fleet.models[fleet.model[r]] for node in choice.nodes for r in node.rows
-        },
-    )
+        self.ledger.reserve(Holding.of(placement))
+        return placement
+
+    async def _write(
+        self, placement: Placement, request: PlacementRequest | None
+    ) -> WriteOutcome | None:
+        """Create (``request`` given) or promote; the reservation ends either way, a
+        committed placement joins the ledger. None: Postgres refused the GPUs or port
+        (another replica's) and the view was resynchronised."""
+        try:
+            if request is None:
+                outcome = await self._store.promote(placement, self._clock_ms(), self._ports)
+            else:
+                outcome = await self._store.create(placement, request, self._ports)
+        except AllocationConflictError:
+            outcome = None
+        finally:
+            self.ledger.unreserve(placement.id)
+        if isinstance(outcome, Written) and outcome.placement.is_live:
+            self.ledger.commit(Holding.of(outcome.placement))
+        elif outcome is None or isinstance(outcome, NoFreePort):
+            self.conflicts += 1
+            await self.resync()
+        return outcome
+
+    def _refusal(self, namespace: str, placement: Placement, over: OverQuota) -> QuotaExceededError:
+        self._quotas[namespace] = over.quota
+        wanted = Counter(placement.gpu_models.values())
+        verdict = check_quota(over.quota, over.used, wanted)
+        reason = verdict.reason if verdict else "quota: taken by a concurrent placement"
+        return QuotaExceededError.of(reason, ever=verdict.ever if verdict else True)
+
+    async def _replay(self, request: PlacementRequest) -> Placement | None:
+        existing = await self._store.find_job(request.namespace, request.job_id)
+        if existing is not None and existing.fingerprint != request.fingerprint:
+            raise JobConflictError(
+                f"job_id {request.job_id!r} already exists in namespace "
+                f"{request.namespace!r} with a different request"
+            )
+        return existing
+
+    async def _end(
+        self,
+        placement_id: str,
+        state: EventKind,
+        reason: str | None,
+        namespace: str | None = None,
+    ) -> Placement | None:
+        placement, ended = await self._store.end(
+            placement_id, state, self._clock_ms(), reason, namespace
+        )
+        if ended:
+            self.ledger.release(placement_id)
+        return placement

@@ -17,9 +17,9 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Map
 from fairlane_runtime.outage import OutageLog
 from fairlane_scheduler.core.dashboard import Frame, ScoreHistory, cell
 from fairlane_scheduler.core.fleet import FleetView
-from fairlane_scheduler.core.model import Placement
 from fairlane_scheduler.core.nodes import fleet_gpu_states
 from fairlane_scheduler.core.placement import PlacementPolicy
+from fairlane_scheduler.core.placements import Placement
 
 __all__ = ["DashboardFeed", "PlacementLists"]
 
@@ -72,7 +72,7 @@ class DashboardFeed:
 
     async def tick(self) -> None:
         """Record the scores' history; draw a new frame if a page is open."""
-        self.history.observe(self._fleet.records.values())
+        self.history.observe(self._fleet.drain_changed())  # not all 100k records a second
         if self.watchers == 0 and self.latest is not None:
             return
         now = self._clock_ms()

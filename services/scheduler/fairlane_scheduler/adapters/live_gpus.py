@@ -1,19 +1,19 @@
-"""In-memory copies of what Postgres knows and decisions need every time: the GPUs live
-placements hold, and the cordoned nodes (into the fleet view). Refreshed in the
-background every second, so answers that must not wait on the database (the
-kube-scheduler extender has a 5 s budget for the whole call) never do. While Postgres is
-away the copies stay as last known; the outage is logged when it starts and when it
-ends, not every second."""
+"""Keeps the placement service's in-memory view in step with what every replica
+committed: live holdings, quotas and cordons, re-read in the background every second
+(the service's own commits reach it at once, from each transaction's result). Answers
+that must not wait on the database (the kube-scheduler extender has a 5 s budget for
+the whole call) read :attr:`LiveGpusCache.current`. While Postgres is away the view
+stays as last known; the outage is logged when it starts and when it ends, not every
+second."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable, Collection
 
 from fairlane_runtime.outage import OutageLog
-from fairlane_scheduler.adapters.store import PlacementStore
-from fairlane_scheduler.core.fleet import FleetView
 
 __all__ = ["LiveGpusCache"]
 
@@ -23,17 +23,21 @@ log = logging.getLogger("fairlane.scheduler.live_gpus")
 class LiveGpusCache:
     def __init__(
         self,
-        store: PlacementStore,
-        fleet: FleetView,
+        refresh: Callable[[], Awaitable[None]],
+        allocated: Callable[[], Collection[str]],
         outage: OutageLog,
         refresh_s: float = 1.0,
     ) -> None:
-        self._store = store
+        self.refresh = refresh
+        self._allocated = allocated
         self._outage = outage
-        self._fleet = fleet
         self._refresh_s = refresh_s
-        self.current: frozenset[str] = frozenset()
         self._task: asyncio.Task[None] | None = None
+
+    @property
+    def current(self) -> Collection[str]:
+        """GPUs that live placements hold (or this replica is placing on)."""
+        return self._allocated()
 
     async def start(self) -> None:
         await self.refresh()
@@ -54,7 +58,3 @@ class LiveGpusCache:
                 self._outage.record(exc)
             else:
                 self._outage.succeeded()
-
-    async def refresh(self) -> None:
-        self.current = frozenset(await self._store.live_gpus())
-        self._fleet.cordoned = frozenset(await self._store.cordoned())

@@ -4,7 +4,9 @@ At least once and in order per placement: one replica at a time holds the relay'
 advisory lock (the others stand by), reads unpublished rows in id order, sends them
 keyed by placement id (one partition per placement, idempotent producer), and marks
 them published only after Kafka acknowledged them. A crash between the send and the
-mark re-sends on the next leader: consumers must treat events idempotently.
+mark re-sends on the next leader: consumers must treat events idempotently. While idle
+it polls every ``idle_poll_s``: writers do not NOTIFY, which would serialise their
+commits (migration 0007 says why).
 
 While Postgres or Kafka is away the relay retries every ``retry_s`` and says so twice
 per dependency (gone, back: :class:`~fairlane_runtime.outage.OutageLog`), counting each
@@ -32,7 +34,6 @@ log = logging.getLogger("fairlane.scheduler.outbox")
 
 _LEADER_LOCK = 0x4F555458  # "OUTX"
 _BATCH = 500
-_CHANNEL = "fairlane_outbox"  # NOTIFY'd by every outbox insert
 # The relay holds one connection for as long as it leads; when Postgres goes away the
 # pool takes it back, and using it then raises InterfaceError ("released back to the
 # pool"): for this long-held connection, that is the outage too.
@@ -48,7 +49,7 @@ class OutboxRelay:
         postgres_outage: OutageLog,
         kafka_outage: OutageLog,
         security: KafkaSecurity = PLAINTEXT,
-        idle_poll_s: float = 1.0,
+        idle_poll_s: float = 0.2,
         retry_s: float = 2.0,
     ) -> None:
         self._pool = pool
@@ -58,7 +59,6 @@ class OutboxRelay:
         self._kafka = kafka_outage
         self._idle_poll_s = idle_poll_s
         self._retry_s = retry_s
-        self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.published = 0
         self.is_leader = False
@@ -96,7 +96,6 @@ class OutboxRelay:
             # Stand-by replicas wait here, inside Postgres, until the leader's session ends.
             await conn.execute("SELECT pg_advisory_lock($1)", _LEADER_LOCK)
             self.is_leader = True
-            await conn.add_listener(_CHANNEL, self._on_notify)
             producer = AIOKafkaProducer(
                 bootstrap_servers=self._bootstrap,
                 enable_idempotence=True,
@@ -108,20 +107,14 @@ class OutboxRelay:
                 self._kafka.succeeded()
                 while True:
                     if not await self._relay_batch(conn, producer):
-                        self._wake.clear()
-                        with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(self._wake.wait(), self._idle_poll_s)
+                        await asyncio.sleep(self._idle_poll_s)
             finally:
                 self.is_leader = False
                 await producer.stop()
                 # Best effort: on a lost connection the server already dropped the lock.
                 with contextlib.suppress(*_POSTGRES_GONE):
                     if not conn.is_closed():
-                        await conn.remove_listener(_CHANNEL, self._on_notify)
                         await conn.execute("SELECT pg_advisory_unlock($1)", _LEADER_LOCK)
-
-    def _on_notify(self, *_: object) -> None:
-        self._wake.set()
 
     async def _relay_batch(self, conn: asyncpg.Connection, producer: AIOKafkaProducer) -> int:
         rows = await conn.fetch(

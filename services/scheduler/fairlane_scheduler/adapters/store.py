@@ -1,12 +1,16 @@
-"""Postgres storage of placements (asyncpg). Postgres is the arbiter between replicas:
-its unique indexes turn a race for a GPU or a port into :class:`AllocationConflictError`,
-and every state change writes its outbox event in the same transaction."""
+"""Postgres storage of placements (asyncpg), one implementation of
+:class:`~fairlane_scheduler.storage.PlacementStore`. Postgres is the arbiter between
+replicas: its unique indexes turn a race for a GPU or a port into
+:class:`AllocationConflictError`, and every state change writes its outbox event in the
+same transaction. A placement and a release are one statement each (the server-side
+functions of migration 0007); asyncpg prepares each statement once per connection."""
 
 from __future__ import annotations
 
 import ssl as ssl_module
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,7 +19,8 @@ import orjson
 
 from fairlane_events.codec import encode
 from fairlane_events.records import NodeAssignment
-from fairlane_scheduler.core.model import (
+from fairlane_scheduler.core.ledger import Holding
+from fairlane_scheduler.core.placements import (
     EventKind,
     Placement,
     PlacementRequest,
@@ -23,15 +28,23 @@ from fairlane_scheduler.core.model import (
     request_from_json,
     request_to_json,
 )
-from fairlane_scheduler.core.quota import Quota, check_quota
+from fairlane_scheduler.core.quota import Quota
 from fairlane_scheduler.errors import (
     AllocationConflictError,
     DatabaseTlsError,
     DatabaseUnavailableError,
-    QuotaExceededError,
+)
+from fairlane_scheduler.storage import (
+    JobTaken,
+    NoFreePort,
+    NotPending,
+    OverQuota,
+    PortRange,
+    WriteOutcome,
+    Written,
 )
 
-__all__ = ["POSTGRES_UNAVAILABLE", "PlacementStore", "connect_pool", "utc"]
+__all__ = ["POSTGRES_UNAVAILABLE", "PostgresStore", "connect_pool", "utc"]
 
 #: What asyncpg raises while Postgres is away: refused or dropped connections (OSError,
 #: class 08) and a server shutting down or starting (57P01-57P03). Anything else, a
@@ -96,36 +109,15 @@ def _placement(row: asyncpg.Record) -> Placement:
     )
 
 
-async def _add_event(
-    conn: asyncpg.Connection, placement: Placement, kind: EventKind, now_ms: int, reason: str | None
-) -> None:
-    event = placement_event(placement, kind, now_ms, reason)
-    await conn.execute(
-        "INSERT INTO outbox (placement_id, payload) VALUES ($1::uuid, $2::jsonb)",
-        placement.id,
-        encode(event).decode(),
+def _quota(row: Any) -> Quota:
+    per_model = row["max_gpus_per_model"]
+    return Quota(
+        row["max_gpus"], orjson.loads(per_model) if isinstance(per_model, str) else per_model
     )
-    await conn.execute("NOTIFY fairlane_outbox")
-
-
-def _quota(row: asyncpg.Record) -> Quota:
-    return Quota(row["max_gpus"], orjson.loads(row["max_gpus_per_model"]))
-
-
-async def _usage(conn: asyncpg.Connection, namespace: str) -> dict[str, int]:
-    rows = await conn.fetch(
-        "SELECT model, count(*) AS n FROM allocations WHERE live AND namespace = $1 GROUP BY model",
-        namespace,
-    )
-    return {r["model"]: r["n"] for r in rows}
 
 
 def _why(placement: Placement) -> str | None:
     return "placed below the capacity threshold (best_available)" if placement.fallback else None
-
-
-def _assignment_json(placement: Placement) -> str:
-    return orjson.dumps([n.model_dump(mode="json") for n in placement.nodes]).decode()
 
 
 def _lease(placement: Placement) -> datetime | None:
@@ -133,45 +125,57 @@ def _lease(placement: Placement) -> datetime | None:
     return None if ms is None else utc(ms)
 
 
-async def _allocate(conn: asyncpg.Connection, placement: Placement) -> None:
-    await _enforce_quota(conn, placement)
-    await conn.executemany(
-        """INSERT INTO allocations
-               (placement_id, node, gpu_uuid, gpu_index, score, namespace, model)
-           VALUES ($1::uuid, $2, $3, $4, $5, $6, $7)""",
-        [
-            (
-                placement.id,
-                node.node,
-                g.uuid,
-                g.index,
-                placement.gpu_scores[g.uuid],
-                placement.namespace,
-                placement.gpu_models.get(g.uuid, ""),
-            )
-            for node in placement.nodes
-            for g in node.gpus
-        ],
-    )
+def _writes(placement: Placement, kind: EventKind, ts_ms: int) -> list[Any]:
+    """The arguments every write function takes after the placement's own: master node,
+    proposed port, assignment, event, and one array per allocation column."""
+    master = placement.nodes[0] if placement.nodes else None
+    gpus = [(n.node, g) for n in placement.nodes for g in n.gpus]
+    event = placement_event(placement, kind, ts_ms, _why(placement))
+    return [
+        None if master is None else master.master_addr,
+        None if master is None else master.master_port,
+        orjson.dumps([n.model_dump(mode="json") for n in placement.nodes]).decode(),
+        encode(event).decode(),
+        [g.uuid for _, g in gpus],
+        [node for node, _ in gpus],
+        [g.index for _, g in gpus],
+        [placement.gpu_scores[g.uuid] for _, g in gpus],
+        [placement.gpu_models.get(g.uuid, "") for _, g in gpus],
+    ]
 
 
-async def _enforce_quota(conn: asyncpg.Connection, placement: Placement) -> None:
-    """Inside the placing transaction: the quota row's lock serialises a namespace's
-    placements, so concurrent replicas cannot together exceed it."""
-    row = await conn.fetchrow(
-        "SELECT * FROM quotas WHERE namespace = $1 FOR UPDATE", placement.namespace
-    )
-    if row is None:
-        return
-    wanted: dict[str, int] = {}
-    for model in placement.gpu_models.values():
-        wanted[model] = wanted.get(model, 0) + 1
-    verdict = check_quota(_quota(row), await _usage(conn, placement.namespace), wanted)
-    if verdict is not None:
-        raise QuotaExceededError.of(verdict.reason, ever=verdict.ever)
+def _outcome(row: asyncpg.Record, placement: Placement) -> WriteOutcome:
+    outcome = row["outcome"]
+    if outcome == "created":
+        port = row["port"]
+        if port != placement.nodes[0].master_port:  # the database gave another free port
+            nodes = tuple(n.model_copy(update={"master_port": port}) for n in placement.nodes)
+            placement = replace(placement, nodes=nodes)
+        return Written(placement)
+    if outcome == "pending":
+        return Written(placement)
+    if outcome == "exists":
+        return JobTaken()
+    if outcome == "gone":
+        return NotPending()
+    if outcome == "no_port":
+        return NoFreePort()
+    detail = orjson.loads(row["detail"])
+    return OverQuota(_quota(detail), detail["used"])
 
 
-class PlacementStore:
+_PLACE = """SELECT * FROM fairlane_place($1::uuid, $2, $3, $4::jsonb, $5, $6, $7, $8, $9, $10,
+    $11, $12, $13, $14, $15::jsonb, $16::jsonb, $17, $18, $19, $20, $21)"""
+_PROMOTE = """SELECT * FROM fairlane_promote($1::uuid, $2, $3, $4, $5, $6, $7, $8, $9,
+    $10::jsonb, $11::jsonb, $12, $13, $14, $15, $16)"""
+_HOLDINGS = """SELECT p.id::text AS id, p.namespace, p.master_node, p.master_port,
+           array_agg(a.gpu_uuid ORDER BY a.gpu_uuid) AS gpus,
+           array_agg(a.model ORDER BY a.gpu_uuid) AS models
+    FROM placements p JOIN allocations a ON a.placement_id = p.id AND a.live
+    WHERE p.state = 'placed' GROUP BY p.id"""
+
+
+class PostgresStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
@@ -184,11 +188,75 @@ class PlacementStore:
             raise DatabaseUnavailableError(f"Postgres does not answer: {exc}") from exc
 
     async def _fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
-        async with self._conn() as conn:
-            return list(await conn.fetch(query, *args))
+        try:
+            async with self._conn() as conn:
+                return list(await conn.fetch(query, *args))
+        except asyncpg.UniqueViolationError as exc:
+            raise AllocationConflictError(str(exc)) from exc
 
     async def ping(self) -> None:
         await self._fetch("SELECT 1")
+
+    async def create(
+        self, placement: Placement, request: PlacementRequest, ports: PortRange
+    ) -> WriteOutcome:
+        kind: EventKind = "created" if placement.is_live else "pending"
+        writes = _writes(placement, kind, placement.created_at_ms)
+        (row,) = await self._fetch(
+            _PLACE,
+            placement.id,
+            placement.namespace,
+            placement.job_id,
+            request_to_json(request).decode(),
+            placement.fingerprint,
+            placement.state,
+            utc(placement.created_at_ms),
+            _lease(placement),
+            request.priority,
+            placement.fallback,
+            *writes[:2],
+            ports.first,
+            ports.last,
+            *writes[2:],
+        )
+        return _outcome(row, placement)
+
+    async def promote(self, placement: Placement, now_ms: int, ports: PortRange) -> WriteOutcome:
+        writes = _writes(placement, "created", now_ms)
+        (row,) = await self._fetch(
+            _PROMOTE,
+            placement.id,
+            placement.namespace,
+            utc(now_ms),
+            _lease(placement),
+            placement.fallback,
+            *writes[:2],
+            ports.first,
+            ports.last,
+            *writes[2:],
+        )
+        return _outcome(row, placement)
+
+    async def end(
+        self,
+        placement_id: str,
+        state: EventKind,
+        now_ms: int,
+        reason: str | None = None,
+        namespace: str | None = None,
+    ) -> tuple[Placement | None, bool]:
+        rows = await self._fetch(
+            "SELECT * FROM fairlane_end($1::uuid, $2, $3, $4, $5, $6)",
+            placement_id,
+            state,
+            utc(now_ms),
+            now_ms,
+            reason,
+            namespace,
+        )
+        if not rows:
+            return None, False
+        return _placement(rows[0]["placement"]), rows[0]["ended"]
 
     async def get(self, placement_id: str) -> Placement | None:
         rows = await self._fetch("SELECT * FROM placements WHERE id = $1::uuid", placement_id)
@@ -203,7 +271,6 @@ class PlacementStore:
     async def page(
         self, namespace: str | None, state: str | None, limit: int, before_ms: int | None
     ) -> list[Placement]:
-        """Newest first; ``before_ms`` continues after the last page's ``created_at_ms``."""
         rows = await self._fetch(
             """SELECT * FROM placements
                WHERE ($1::text IS NULL OR namespace = $1) AND ($2::text IS NULL OR state = $2)
@@ -216,10 +283,34 @@ class PlacementStore:
         )
         return [_placement(r) for r in rows]
 
+    async def holdings(self) -> list[Holding]:
+        return [
+            Holding(
+                r["id"],
+                r["namespace"],
+                r["master_node"],
+                r["master_port"],
+                tuple(r["gpus"]),
+                tuple(r["models"]),
+            )
+            for r in await self._fetch(_HOLDINGS)
+        ]
+
+    async def quotas(self) -> dict[str, Quota]:
+        return {r["namespace"]: _quota(r) for r in await self._fetch("SELECT * FROM quotas")}
+
     async def quota_and_usage(self, namespace: str) -> tuple[Quota | None, dict[str, int]]:
-        async with self._conn() as conn:
-            row = await conn.fetchrow("SELECT * FROM quotas WHERE namespace = $1", namespace)
-            return (None if row is None else _quota(row)), await _usage(conn, namespace)
+        rows = await self._fetch(
+            """SELECT q.max_gpus, q.max_gpus_per_model,
+                      (SELECT coalesce(jsonb_object_agg(model, n), '{}') FROM (
+                          SELECT model, count(*) AS n FROM allocations
+                          WHERE live AND namespace = $1 GROUP BY model) AS u) AS used
+               FROM (SELECT 1) AS one LEFT JOIN quotas q ON q.namespace = $1""",
+            namespace,
+        )
+        row = rows[0]
+        quota = None if row["max_gpus_per_model"] is None else _quota(row)
+        return quota, orjson.loads(row["used"])
 
     async def set_quota(self, namespace: str, quota: Quota) -> None:
         await self._fetch(
@@ -247,79 +338,7 @@ class PlacementStore:
     async def cordoned(self) -> dict[str, str]:
         return {r["node"]: r["reason"] for r in await self._fetch("SELECT * FROM cordons")}
 
-    async def live_gpus(self) -> set[str]:
-        rows = await self._fetch("SELECT gpu_uuid FROM allocations WHERE live")
-        return {r["gpu_uuid"] for r in rows}
-
-    async def live_ports(self, node: str) -> set[int]:
-        rows = await self._fetch(
-            "SELECT master_port FROM placements WHERE state = 'placed' AND master_node = $1", node
-        )
-        return {r["master_port"] for r in rows}
-
-    async def insert(self, placement: Placement, request: PlacementRequest) -> None:
-        """Store a new placement in one transaction: a placed one with its allocations
-        (quota checked) and ``created`` event, a waiting one with its ``pending`` event."""
-        master = placement.nodes[0] if placement.nodes else None
-        try:
-            async with self._conn() as conn, conn.transaction():
-                await conn.execute(
-                    """INSERT INTO placements (id, namespace, job_id, request, request_sha256,
-                           state, master_node, master_port, assignment, created_at,
-                           lease_expires_at, priority, placed_at, fallback)
-                       VALUES ($1::uuid, $2, $3, $4::jsonb, $5, $6, $7, $8, $9::jsonb, $10,
-                               $11, $12, $13, $14)""",
-                    placement.id,
-                    placement.namespace,
-                    placement.job_id,
-                    request_to_json(request).decode(),
-                    placement.fingerprint,
-                    placement.state,
-                    None if master is None else master.master_addr,
-                    None if master is None else master.master_port,
-                    _assignment_json(placement),
-                    utc(placement.created_at_ms),
-                    _lease(placement),
-                    request.priority,
-                    utc(placement.created_at_ms) if placement.is_live else None,
-                    placement.fallback,
-                )
-                if placement.is_live:
-                    await _allocate(conn, placement)
-                kind: EventKind = "created" if placement.is_live else "pending"
-                await _add_event(conn, placement, kind, placement.created_at_ms, _why(placement))
-        except asyncpg.UniqueViolationError as exc:
-            raise AllocationConflictError(str(exc)) from exc
-
-    async def promote(self, placement: Placement, now_ms: int) -> bool:
-        """Give a pending placement its GPUs (allocations, quota, ``created`` event, one
-        transaction). False when it is no longer pending (placed or cancelled meanwhile)."""
-        master = placement.nodes[0]
-        try:
-            async with self._conn() as conn, conn.transaction():
-                row = await conn.fetchrow(
-                    """UPDATE placements SET state = 'placed', master_node = $2, master_port = $3,
-                           assignment = $4::jsonb, lease_expires_at = $5, placed_at = $6,
-                           fallback = $7
-                       WHERE id = $1::uuid AND state = 'pending' RETURNING id""",
-                    placement.id,
-                    master.master_addr,
-                    master.master_port,
-                    _assignment_json(placement),
-                    _lease(placement),
-                    utc(now_ms),
-                    placement.fallback,
-                )
-                if row is None:
-                    return False
-                await _allocate(conn, placement)
-                await _add_event(conn, placement, "created", now_ms, _why(placement))
-                return True
-        except asyncpg.UniqueViolationError as exc:
-            raise AllocationConflictError(str(exc)) from exc
-
     async def backlog(self) -> tuple[int, int]:
-        """Outbox events not yet published, and placements waiting in the queue."""
         rows = await self._fetch(
             """SELECT (SELECT count(*) FROM outbox WHERE published_at IS NULL) AS outbox,
                       (SELECT count(*) FROM placements WHERE state = 'pending') AS pending"""
@@ -327,7 +346,6 @@ class PlacementStore:
         return int(rows[0]["outbox"]), int(rows[0]["pending"])
 
     async def pending(self, limit: int = 100) -> list[tuple[Placement, PlacementRequest]]:
-        """Waiting placements, highest priority first, then oldest."""
         rows = await self._fetch(
             """SELECT * FROM placements WHERE state = 'pending'
                ORDER BY priority DESC, created_at LIMIT $1""",
@@ -335,33 +353,9 @@ class PlacementStore:
         )
         return [(_placement(r), request_from_json(r["request"])) for r in rows]
 
-    async def end(
-        self, placement_id: str, state: EventKind, now_ms: int, reason: str | None = None
-    ) -> Placement | None:
-        """End an open placement (released, expired, failed): free its GPUs, write the
-        event. None when it was not open (already ended, or unknown)."""
-        async with self._conn() as conn, conn.transaction():
-            row = await conn.fetchrow(
-                """UPDATE placements SET state = $2, ended_at = $3
-                   WHERE id = $1::uuid AND state IN ('pending', 'placed') RETURNING *""",
-                placement_id,
-                state,
-                utc(now_ms),
-            )
-            if row is None:
-                return None
-            await conn.execute(
-                "UPDATE allocations SET live = false WHERE placement_id = $1::uuid", placement_id
-            )
-            ended = _placement(row)
-            await _add_event(conn, ended, state, now_ms, reason)
-            return ended
-
     async def renew(
         self, placement_id: str, now_ms: int, lease_s: float | None
     ) -> Placement | None:
-        """Extend a live placement's lease to now + ``lease_s`` (default: the lease it was
-        placed with). None when it is not live or has no lease to renew."""
         rows = await self._fetch(
             """WITH lease AS (
                    SELECT COALESCE($3::float8, (request->>'lease_s')::float8) AS s

@@ -89,7 +89,8 @@ def _is_jwt(token: str) -> bool:
     return token.startswith("eyJ") and token.count(".") == 2
 
 
-def _caller(request: Request) -> Caller:
+async def _caller(request: Request) -> Caller:
+    # async: FastAPI runs a plain ``def`` dependency in a worker thread, per request.
     tokens: TokenTable = request.app.state.tokens
     return tokens.caller(request.headers.get("authorization"))
 
@@ -97,7 +98,7 @@ def _caller(request: Request) -> Caller:
 CallerDep = Annotated[Caller, Depends(_caller)]
 
 
-def _viewer(request: Request) -> Caller:
+async def _viewer(request: Request) -> Caller:
     """The dashboard's reads: the Authorization header, else the login cookie, else a
     ``token`` query parameter (for clients that can set neither)."""
     tokens: TokenTable = request.app.state.tokens

@@ -13,7 +13,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from fairlane_runtime.outage import OutageLog
 from fairlane_scheduler.adapters.live_gpus import LiveGpusCache
 from fairlane_scheduler.adapters.scores import ScoresFollower
-from fairlane_scheduler.adapters.store import PlacementStore
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.service import PlacementService
@@ -30,6 +29,7 @@ class SchedulerMetrics:
     placement_s: Histogram
     outbox_backlog: Gauge
     pending: Gauge
+    conflicts: Gauge
 
     @classmethod
     def create(cls) -> SchedulerMetrics:
@@ -64,6 +64,12 @@ class SchedulerMetrics:
                 "placements waiting in the queue (read every housekeeping round)",
                 registry=r,
             ),
+            conflicts=Gauge(
+                "fairlane_scheduler_conflicts",
+                "writes Postgres refused since start: a GPU or port another replica held "
+                "first (each retried on a resynchronised view)",
+                registry=r,
+            ),
         )
 
     def outage(self, component: str, dependency: str) -> OutageLog:
@@ -76,7 +82,6 @@ class SchedulerMetrics:
 @dataclass(frozen=True)
 class Runtime:
     service: PlacementService
-    store: PlacementStore
     fleet: FleetView
     follower: ScoresFollower
     metrics: SchedulerMetrics
@@ -85,7 +90,7 @@ class Runtime:
     live_gpus: LiveGpusCache
 
 
-def _runtime(request: Request) -> Runtime:
+async def _runtime(request: Request) -> Runtime:  # async: no worker thread per request
     runtime: Runtime = request.app.state.runtime
     return runtime
 

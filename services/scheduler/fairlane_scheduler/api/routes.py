@@ -22,6 +22,7 @@ from fairlane_scheduler.api.schemas import (
     QuotaIn,
     QuotaOut,
     RenewIn,
+    placement_json,
 )
 from fairlane_scheduler.clock import now_ms
 from fairlane_scheduler.core.nodes import gpu_states, node_summaries
@@ -77,9 +78,7 @@ _DB = (DatabaseUnavailableError,)
         ),
     },
 )
-async def create_placement(
-    body: PlacementIn, runtime: RuntimeDep, caller: CallerDep, response: Response
-) -> PlacementOut:
+async def create_placement(body: PlacementIn, runtime: RuntimeDep, caller: CallerDep) -> Response:
     body = body.model_copy(update={"namespace": body.namespace or caller.namespace or "default"})
     caller.require_namespace(str(body.namespace))
     try:
@@ -90,10 +89,10 @@ async def create_placement(
         raise
     runtime.metrics.placements.labels("created" if created else "replayed").inc()
     if not created:
-        response.status_code = status.HTTP_200_OK
-    elif placement.state == "pending":
-        response.status_code = status.HTTP_202_ACCEPTED
-    return PlacementOut.of(placement)
+        return placement_json(placement, status.HTTP_200_OK)
+    if placement.state == "pending":
+        return placement_json(placement, status.HTTP_202_ACCEPTED)
+    return placement_json(placement, status.HTTP_201_CREATED)
 
 
 @router.get(
@@ -122,7 +121,7 @@ async def list_placements(
     """Newest first, ``limit`` per page; a namespace's token lists its own only."""
     if namespace is not None:
         caller.require_namespace(namespace)
-    found = await runtime.store.page(namespace or caller.scope(), state, limit, before_ms)
+    found = await runtime.service.page(namespace or caller.scope(), state, limit, before_ms)
     return PlacementPage(
         items=[PlacementOut.of(p) for p in found],
         next_before_ms=found[-1].created_at_ms if len(found) == limit else None,
@@ -134,11 +133,9 @@ async def list_placements(
     response_model=PlacementOut,
     responses=error_responses(*_TOKEN, NotFoundError, *_DB),
 )
-async def release_placement(
-    placement_id: UUID, runtime: RuntimeDep, caller: CallerDep
-) -> PlacementOut:
+async def release_placement(placement_id: UUID, runtime: RuntimeDep, caller: CallerDep) -> Response:
     """Free the placement's GPUs. Releasing an ended placement returns it unchanged."""
-    return PlacementOut.of(await runtime.service.release(str(placement_id), caller.scope()))
+    return placement_json(await runtime.service.release(str(placement_id), caller.scope()))
 
 
 @router.post(
@@ -183,8 +180,7 @@ async def cordon_node(
 ) -> None:
     """Admin only: no new placements on this node (what runs there stays)."""
     caller.require_admin()
-    await runtime.store.cordon(name, body.reason)
-    await runtime.live_gpus.refresh()
+    await runtime.service.cordon(name, body.reason)
 
 
 @router.delete(
@@ -194,8 +190,7 @@ async def cordon_node(
 )
 async def uncordon_node(name: NodeName, runtime: RuntimeDep, caller: CallerDep) -> None:
     caller.require_admin()
-    await runtime.store.uncordon(name)
-    await runtime.live_gpus.refresh()
+    await runtime.service.uncordon(name)
 
 
 @router.get(
@@ -205,8 +200,7 @@ async def uncordon_node(name: NodeName, runtime: RuntimeDep, caller: CallerDep) 
 )
 async def get_quota(namespace: Namespace, runtime: RuntimeDep, caller: CallerDep) -> QuotaOut:
     caller.require_namespace(namespace)
-    quota, used = await runtime.store.quota_and_usage(namespace)
-    quota = quota or Quota()
+    quota, used = await runtime.service.quota(namespace)
     return QuotaOut(
         namespace=namespace,
         max_gpus=quota.max_gpus,
@@ -226,7 +220,7 @@ async def set_quota(
 ) -> QuotaOut:
     """Admin only. Applies to new placements; what is placed stays."""
     caller.require_admin()
-    await runtime.store.set_quota(namespace, Quota(body.max_gpus, body.max_gpus_per_model))
+    await runtime.service.set_quota(namespace, Quota(body.max_gpus, body.max_gpus_per_model))
     return await get_quota(namespace, runtime, caller)
 
 
@@ -240,7 +234,7 @@ async def readyz(runtime: RuntimeDep) -> JSONResponse:
     """Ready when Postgres answers and the fleet view has caught up with the scores."""
     checks: dict[str, str] = {}
     try:
-        await runtime.store.ping()
+        await runtime.service.ping()
         checks["postgres"] = "ok"
     except SchedulerError as exc:
         checks["postgres"] = str(exc)

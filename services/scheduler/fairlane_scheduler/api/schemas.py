@@ -6,14 +6,15 @@ import hashlib
 from typing import Annotated, Literal
 
 import orjson
+from fastapi import Response
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
 from fairlane_events.gpu_models import CATALOG, find_model
 from fairlane_events.json_numbers import AS_INT
 from fairlane_events.records import NodeAssignment
-from fairlane_scheduler.core.model import Placement, PlacementRequest
+from fairlane_scheduler.core.placements import Placement, PlacementRequest
 
-__all__ = ["PlacementIn", "PlacementOut", "PlacementPage", "RenewIn"]
+__all__ = ["PlacementIn", "PlacementOut", "PlacementPage", "RenewIn", "placement_json"]
 
 # Request bodies accept what their schema says and nothing more: strict types (``false``
 # is not 0, ``"3"`` is not 3; an integer still stands for a float, and ``AS_INT`` lets
@@ -122,6 +123,23 @@ class PlacementOut(BaseModel):
             fallback=placement.fallback,
             nodes=list(placement.nodes),
         )
+
+
+def placement_json(placement: Placement, status_code: int = 200) -> Response:
+    """:class:`PlacementOut` as an answer, serialised straight from the core value: what
+    the core built and Postgres stored is not validated once more on the way out."""
+    body = {
+        "id": placement.id,
+        "job_id": placement.job_id,
+        "namespace": placement.namespace,
+        "state": placement.state,
+        "created_at_ms": placement.created_at_ms,
+        "lease_expires_at_ms": placement.lease_expires_at_ms,
+        "ended_at_ms": placement.ended_at_ms,
+        "fallback": placement.fallback,
+        "nodes": [n.model_dump(mode="json") for n in placement.nodes],
+    }
+    return Response(orjson.dumps(body), status_code, media_type="application/json")
 
 
 class PlacementPage(BaseModel):

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fairlane_events.records import GpuScore
-from fairlane_scheduler.core.model import Placement
 from fairlane_scheduler.core.nodes import GpuState
+from fairlane_scheduler.core.placements import Placement
 
 __all__ = [
     "Frame",

@@ -53,6 +53,11 @@ class FleetView:
         self.dropped_ms = np.full(capacity, NEVER, dtype=np.int64)  # last record below
         self.recovered_ms = np.full(capacity, NEVER, dtype=np.int64)  # first at/above since
         self.cordoned: frozenset[str] = frozenset()  # node names out of placement
+        #: Rows live placements hold, kept by the placement ledger (:meth:`hold`), so a
+        #: decision does not look up every allocated uuid (42 ms at 33k of 100k GPUs).
+        self.held = np.zeros(capacity, dtype=bool)
+        self._held: set[str] = set()  # the same, by uuid: GPUs held before their score came
+        self._changed: set[str] = set()  # GPUs whose record was taken since the last drain
         self._by_node: npt.NDArray[np.intp] | None = None  # rows by node, best score first
         self._name_rank: npt.NDArray[np.intp] | None = None  # node id -> rank of its name
 
@@ -69,6 +74,7 @@ class FleetView:
         if held is not None and held.ts_ms > score.ts_ms:
             return False
         self.records[score.uuid] = score
+        self._changed.add(score.uuid)
         r = self.row.get(score.uuid)
         if r is None:
             r = self._append(score.uuid)
@@ -126,6 +132,31 @@ class FleetView:
     def rows_of(self, uuids: Collection[str]) -> npt.NDArray[np.intp]:
         return np.fromiter((self.row[u] for u in uuids if u in self.row), dtype=np.intp)
 
+    def drain_changed(self) -> list[GpuScore]:
+        """The records taken since the last call, each GPU's latest once: followers of
+        score changes (the dashboard's history) need not walk the whole fleet."""
+        changed, self._changed = self._changed, set()
+        return [self.records[uuid] for uuid in changed]
+
+    def held_rows(self) -> npt.NDArray[np.intp]:
+        return np.flatnonzero(self.held[: self._n])
+
+    def hold(self, uuid: str, *, held: bool = True) -> None:
+        """Mark a GPU held (or, ``held`` False, free) by a live placement."""
+        if held:
+            self._held.add(uuid)
+        else:
+            self._held.discard(uuid)
+        r = self.row.get(uuid)
+        if r is not None:
+            self.held[r] = held
+
+    def hold_only(self, uuids: Collection[str]) -> None:
+        """Exactly these GPUs are held."""
+        self._held = set(uuids)
+        self.held[:] = False
+        self.held[self.rows_of(self._held)] = True
+
     def fresh_count(self, now_ms: int, stale_after_s: float) -> int:
         """GPUs whose latest score is neither flagged stale nor older than stale_after_s."""
         n = self._n
@@ -139,10 +170,12 @@ class FleetView:
         self._n += 1
         self.row[uuid] = r
         self.uuids.append(uuid)
+        self.held[r] = uuid in self._held
         return r
 
     def _grow(self) -> None:
-        for name in ("score", "capacity", "ts_ms", "stale", "mem_bytes", "node", "model", "index"):
+        columns = ("score", "capacity", "ts_ms", "stale", "mem_bytes", "node", "model", "index")
+        for name in (*columns, "held"):
             old = getattr(self, name)
             setattr(self, name, np.concatenate([old, np.zeros_like(old)]))
         for name in ("dropped_ms", "recovered_ms"):

@@ -32,8 +32,8 @@ __all__ = [
     "JobShape",
     "NoPlacement",
     "NodeChoice",
+    "Packing",
     "PlacementPolicy",
-    "Policy",
     "best_per_node",
     "choose",
     "effective_capacity",
@@ -41,7 +41,10 @@ __all__ = [
     "rejection_masks",
 ]
 
-Policy = Literal["fastest", "binpack", "spread"]
+#: How a job is packed between nodes (the request's ``policy`` field). Not to be mixed up
+#: with :class:`PlacementPolicy` (how strict the filter is, from the settings) or
+#: :class:`~fairlane_scheduler.core.fleet.StabilityPolicy` (when a GPU that dropped returns).
+Packing = Literal["fastest", "binpack", "spread"]
 _GIB = 1024**3
 NOT_ENOUGH_ON_NODE = "on a node without enough qualifying GPUs"
 
@@ -52,7 +55,7 @@ class JobShape:
     nodes: int = 1
     min_gpu_memory_gib: float | None = None
     models: frozenset[str] | None = None  # catalogue keys; None = any
-    policy: Policy = "fastest"
+    policy: Packing = "fastest"
     #: This job's own speed on each GPU model (catalogue key -> any consistent unit, e.g.
     #: measured steps/s): effective capacity = score x it, instead of the catalogue's
     #: one-number prior. Models it does not name count as 0 (never preferred).
@@ -170,10 +173,11 @@ def choose(
     fleet: FleetView,
     shape: JobShape,
     policy: PlacementPolicy,
-    allocated: Collection[str],
+    allocated: Collection[str] | npt.NDArray[np.intp],
     now_ms: int,
 ) -> Choice | NoPlacement:
-    allocated_rows = fleet.rows_of(allocated)
+    """``allocated``: the GPUs live placements hold, by uuid or as fleet rows."""
+    allocated_rows = allocated if isinstance(allocated, np.ndarray) else fleet.rows_of(allocated)
     masks = rejection_masks(fleet, shape, policy, allocated_rows, now_ms)
     resolution = policy.capacity_resolution
     result = _choose(fleet, shape, masks, allocated_rows, resolution)

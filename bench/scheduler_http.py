@@ -1,0 +1,111 @@
+"""The placement benchmark over real HTTP: scheduler replicas as processes of their own
+(``python -m fairlane_scheduler``, uvicorn), one Postgres, the load from another process
+(``bench.place_load``). Reports the aggregate rate, POST p50/p99, the CPU each process
+used per placement, the conflicts the replicas retried, and checks that none was lost:
+every placement a client was answered with exists, released, and no GPU was live twice."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import asyncpg
+import httpx
+
+__all__ = ["run_replicas"]
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+async def _ready(url: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    async with httpx.AsyncClient(base_url=url) as client:
+        while True:
+            try:
+                if (await client.get("/readyz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"scheduler at {url} never became ready")
+            await asyncio.sleep(0.5)
+
+
+async def _conflicts(url: str) -> float:
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        text = (await client.get("/metrics/")).text
+    lines = [line for line in text.splitlines() if line.startswith("fairlane_scheduler_conflicts")]
+    return sum(float(line.split()[-1]) for line in lines)
+
+
+async def run_replicas(
+    *, replicas: int, bootstrap: str, dsn: str, clients: int, seconds: float, first_port: int
+) -> dict[str, float]:
+    env = {
+        **os.environ,
+        "FAIRLANE_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        "DATABASE_URL": dsn,
+        "FAIRLANE_AUTH_DISABLED": "true",
+        "FAIRLANE_STALE_AFTER_S": "3600",
+        "FAIRLANE_DB_POOL_MAX": str(clients + 4),
+        "FAIRLANE_LOG_LEVEL": "error",
+    }
+    urls = [f"http://127.0.0.1:{first_port + i}" for i in range(replicas)]
+    servers = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "fairlane_scheduler",
+            env={**env, "FAIRLANE_PORT": str(first_port + i)},
+            stdout=asyncio.subprocess.DEVNULL,
+        )
+        for i in range(replicas)
+    ]
+    try:
+        await asyncio.gather(*(_ready(u) for u in urls))
+        before = [cpu_s(s.pid) for s in servers]
+        loader = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bench.place_load",
+            "--urls",
+            ",".join(urls),
+            "--clients",
+            str(clients),
+            "--seconds",
+            str(seconds),
+            stdout=asyncio.subprocess.PIPE,
+        )
+        out, _ = await loader.communicate()
+        result: dict[str, float] = json.loads(out)
+        server_cpu = sum(cpu_s(s.pid) - b for s, b in zip(servers, before, strict=True))
+        conflicts = sum([await _conflicts(u) for u in urls])
+    finally:
+        for server in servers:
+            if server.returncode is None:
+                server.terminate()
+        for server in servers:
+            await server.wait()
+    conn = await asyncpg.connect(dsn)
+    try:
+        released = await conn.fetchval("SELECT count(*) FROM placements WHERE state = 'released'")
+        live = await conn.fetchval("SELECT count(*) FROM allocations WHERE live")
+    finally:
+        await conn.close()
+    placed = result["placed"]
+    return result | {
+        "server_cpu_ms_per_pair": 1000 * server_cpu / max(placed, 1),
+        "conflicts": conflicts,
+        "lost": placed - released,  # answered 201 and released, yet not stored as released
+        "live_left": live,
+    }

@@ -1,0 +1,190 @@
+"""The in-memory twin of the Postgres store, for unit tests of the placement service's
+orchestration. It keeps the rules Postgres enforces (one placement per job id and
+namespace, no GPU in two live placements, no port twice on a master node, the quota
+judged on what is committed) and the events each change writes; nothing is durable."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+from fairlane_events.records import PlacementEvent
+from fairlane_scheduler.core.ledger import Holding
+from fairlane_scheduler.core.placements import (
+    EventKind,
+    Placement,
+    PlacementRequest,
+    placement_event,
+)
+from fairlane_scheduler.core.quota import Quota, check_quota
+from fairlane_scheduler.errors import AllocationConflictError
+from fairlane_scheduler.storage import (
+    JobTaken,
+    NoFreePort,
+    NotPending,
+    OverQuota,
+    PortRange,
+    WriteOutcome,
+    Written,
+)
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self.placements: dict[str, Placement] = {}
+        self.requests: dict[str, PlacementRequest] = {}
+        self.events: list[PlacementEvent] = []
+        self.quota_rows: dict[str, Quota] = {}
+        self.cordons: dict[str, str] = {}
+        self.writes = 0  # create and promote calls, to count round trips
+
+    def _live(self) -> list[Placement]:
+        return [p for p in self.placements.values() if p.is_live]
+
+    def _usage(self, namespace: str) -> dict[str, int]:
+        used: Counter[str] = Counter()
+        for p in self._live():
+            if p.namespace == namespace:
+                used.update(p.gpu_models.get(g.uuid, "") for n in p.nodes for g in n.gpus)
+        return dict(used)
+
+    def _admit(self, placement: Placement, ports: PortRange) -> WriteOutcome:
+        """Quota, port and GPUs, as fairlane_admit and the unique indexes judge them."""
+        quota = self.quota_rows.get(placement.namespace)
+        if quota is not None:
+            used = self._usage(placement.namespace)
+            if check_quota(quota, used, Counter(placement.gpu_models.values())) is not None:
+                return OverQuota(quota, used)
+        master = placement.nodes[0]
+        taken = {p.nodes[0].master_port for p in self._live() if p.nodes[0].node == master.node}
+        free = [master.master_port, *range(ports.first, ports.last + 1)]
+        port = next((p for p in free if p not in taken), None)
+        if port is None:
+            return NoFreePort()
+        held = {g.uuid for p in self._live() for n in p.nodes for g in n.gpus}
+        if held & {g.uuid for n in placement.nodes for g in n.gpus}:
+            raise AllocationConflictError("a GPU of this placement is live elsewhere")
+        nodes = tuple(n.model_copy(update={"master_port": port}) for n in placement.nodes)
+        return Written(replace(placement, nodes=nodes))
+
+    def _record(self, placement: Placement, kind: EventKind, ts_ms: int) -> None:
+        self.placements[placement.id] = placement
+        self.events.append(placement_event(placement, kind, ts_ms))
+
+    async def create(
+        self, placement: Placement, request: PlacementRequest, ports: PortRange
+    ) -> WriteOutcome:
+        self.writes += 1
+        if await self.find_job(placement.namespace, placement.job_id) is not None:
+            return JobTaken()
+        outcome: WriteOutcome = Written(placement)
+        if placement.is_live:
+            outcome = self._admit(placement, ports)
+        if isinstance(outcome, Written):
+            self.requests[placement.id] = request
+            kind: EventKind = "created" if placement.is_live else "pending"
+            self._record(outcome.placement, kind, placement.created_at_ms)
+        return outcome
+
+    async def promote(self, placement: Placement, now_ms: int, ports: PortRange) -> WriteOutcome:
+        self.writes += 1
+        held = self.placements.get(placement.id)
+        if held is None or held.state != "pending":
+            return NotPending()
+        outcome = self._admit(placement, ports)
+        if isinstance(outcome, Written):
+            self._record(outcome.placement, "created", now_ms)
+        return outcome
+
+    async def end(
+        self,
+        placement_id: str,
+        state: EventKind,
+        now_ms: int,
+        reason: str | None = None,
+        namespace: str | None = None,
+    ) -> tuple[Placement | None, bool]:
+        held = self.placements.get(placement_id)
+        if held is None or namespace not in (None, held.namespace):
+            return None, False
+        if not held.is_open:
+            return held, False
+        ended = replace(held, state=state, ended_at_ms=now_ms)
+        self.placements[placement_id] = ended
+        self.events.append(placement_event(ended, state, now_ms, reason))
+        return ended, True
+
+    async def get(self, placement_id: str) -> Placement | None:
+        return self.placements.get(placement_id)
+
+    async def find_job(self, namespace: str, job_id: str) -> Placement | None:
+        found = (
+            p for p in self.placements.values() if (p.namespace, p.job_id) == (namespace, job_id)
+        )
+        return next(found, None)
+
+    async def renew(
+        self, placement_id: str, now_ms: int, lease_s: float | None
+    ) -> Placement | None:
+        held = self.placements.get(placement_id)
+        lease_s = lease_s if lease_s is not None else self.requests[placement_id].lease_s
+        if held is None or not held.is_live or lease_s is None:
+            return None
+        renewed = replace(held, lease_expires_at_ms=now_ms + round(lease_s * 1000))
+        self.placements[placement_id] = renewed
+        return renewed
+
+    async def due_for_expiry(self, now_ms: int, limit: int = 100) -> list[str]:
+        due = [
+            p
+            for p in self._live()
+            if p.lease_expires_at_ms is not None and p.lease_expires_at_ms <= now_ms
+        ]
+        return [p.id for p in sorted(due, key=lambda p: p.lease_expires_at_ms or 0)][:limit]
+
+    async def pending(self, limit: int = 100) -> list[tuple[Placement, PlacementRequest]]:
+        waiting = [p for p in self.placements.values() if p.state == "pending"]
+        waiting.sort(key=lambda p: (-self.requests[p.id].priority, p.created_at_ms))
+        return [(p, self.requests[p.id]) for p in waiting[:limit]]
+
+    async def page(
+        self, namespace: str | None, state: str | None, limit: int, before_ms: int | None
+    ) -> list[Placement]:
+        found = [
+            p
+            for p in self.placements.values()
+            if namespace in (None, p.namespace)
+            and state in (None, p.state)
+            and (before_ms is None or p.created_at_ms < before_ms)
+        ]
+        return sorted(found, key=lambda p: (-p.created_at_ms, p.id))[:limit]
+
+    async def holdings(self) -> list[Holding]:
+        return [Holding.of(p) for p in self._live()]
+
+    async def quotas(self) -> dict[str, Quota]:
+        return dict(self.quota_rows)
+
+    async def quota_and_usage(self, namespace: str) -> tuple[Quota | None, dict[str, int]]:
+        return self.quota_rows.get(namespace), self._usage(namespace)
+
+    async def set_quota(self, namespace: str, quota: Quota) -> None:
+        self.quota_rows[namespace] = quota
+
+    async def cordon(self, node: str, reason: str) -> None:
+        self.cordons[node] = reason
+
+    async def uncordon(self, node: str) -> None:
+        self.cordons.pop(node, None)
+
+    async def cordoned(self) -> dict[str, str]:
+        return dict(self.cordons)
+
+    async def backlog(self) -> tuple[int, int]:
+        waiting = sum(p.state == "pending" for p in self.placements.values())
+        return len(self.events), waiting
+
+    async def ping(self) -> None:
+        return None

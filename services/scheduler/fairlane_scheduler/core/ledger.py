@@ -1,0 +1,180 @@
+"""What live placements hold, in memory (pure): their GPUs, their MASTER_PORT on the
+master node, and each namespace's GPUs per model, so that a decision reads no table.
+
+Two kinds of entries: *committed* (live in Postgres) and *reserved* (decided here, their
+write in flight). A reservation is taken in the same step as the decision, so concurrent
+requests in one process never choose the same GPUs or port. Postgres stays the arbiter:
+this view only makes conflicts rare, its constraints make them harmless.
+
+Kept exact from two sources: this replica's own committed changes (:meth:`commit`,
+:meth:`release`, from each transaction's result) and snapshots of the committed rows
+(:meth:`replace`), which bring other replicas' changes. A snapshot read while own changes
+were committing could miss them; those are journaled with a sequence number and
+re-applied over any snapshot that started before them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from fairlane_scheduler.core.placements import Placement
+
+__all__ = ["HeldMask", "Holding", "Ledger"]
+
+
+class HeldMask(Protocol):
+    """Told which GPUs are held (the fleet view's ``held`` column)."""
+
+    def hold(self, uuid: str, *, held: bool = True) -> None: ...
+
+    def hold_only(self, uuids: Collection[str]) -> None: ...
+
+
+class _NoMask:
+    def hold(self, uuid: str, *, held: bool = True) -> None:
+        pass
+
+    def hold_only(self, uuids: Collection[str]) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class Holding:
+    """What one live (or reserved) placement holds."""
+
+    placement_id: str
+    namespace: str
+    master: str
+    port: int
+    gpus: tuple[str, ...]
+    models: tuple[str, ...]  # catalogue key of each GPU, in the order of ``gpus``
+
+    @classmethod
+    def of(cls, placement: Placement) -> Holding:
+        gpus = tuple(g.uuid for n in placement.nodes for g in n.gpus)
+        master = placement.nodes[0]
+        return cls(
+            placement.id,
+            placement.namespace,
+            master.master_addr,
+            master.master_port,
+            gpus,
+            tuple(placement.gpu_models.get(g, "") for g in gpus),
+        )
+
+
+class Ledger:
+    def __init__(self, mask: HeldMask | None = None) -> None:
+        self._mask: HeldMask = _NoMask() if mask is None else mask  # a FleetView may be empty
+        self._committed: dict[str, Holding] = {}
+        self._reserved: dict[str, Holding] = {}
+        self._gpus: dict[str, str] = {}  # uuid -> placement id, committed and reserved
+        self._ports: dict[str, set[int]] = {}  # master node -> ports held there
+        self._usage: dict[str, Counter[str]] = {}  # namespace -> GPUs per model
+        self._journal: list[tuple[int, Holding, bool]] = []  # (seq, holding, live after)
+        self.seq = 0  # own committed changes so far
+        self._since = -1  # the newest snapshot taken so far began after own change
+
+    @property
+    def gpus(self) -> Collection[str]:
+        """GPUs held or reserved (a live view, not a copy)."""
+        return self._gpus.keys()
+
+    def ports(self, node: str) -> Collection[int]:
+        return self._ports.get(node, set())
+
+    def usage(self, namespace: str) -> Mapping[str, int]:
+        """GPUs per model the namespace holds or has reserved."""
+        return self._usage.get(namespace, Counter())
+
+    def holds(self, placement_id: str) -> bool:
+        return placement_id in self._committed
+
+    def __len__(self) -> int:
+        return len(self._committed)
+
+    def reserve(self, holding: Holding) -> None:
+        self._reserved[holding.placement_id] = holding
+        self._index(holding)
+
+    def unreserve(self, placement_id: str) -> None:
+        holding = self._reserved.pop(placement_id, None)
+        if holding is not None:
+            self._unindex(holding)
+
+    def commit(self, holding: Holding) -> None:
+        """``holding`` is live in Postgres now (it may differ from its reservation: the
+        database may have given it another port)."""
+        self.unreserve(holding.placement_id)
+        self._apply(holding, live=True)
+        self._log(holding, live=True)
+
+    def release(self, placement_id: str) -> None:
+        """The placement ended in Postgres (by this replica's own statement)."""
+        holding = self._committed.get(placement_id)
+        if holding is not None:
+            self._apply(holding, live=False)
+            self._log(holding, live=False)
+
+    def replace(self, committed: Iterable[Holding], since_seq: int) -> None:
+        """Take a snapshot of every live placement, read after own change ``since_seq``:
+        own changes after it are applied again (the snapshot may or may not show them);
+        reservations stay. A snapshot older than one already taken is ignored: the
+        journal it would need was trimmed."""
+        if since_seq < self._since:
+            return
+        self._since = since_seq
+        self._committed = {h.placement_id: h for h in committed}
+        self._journal = [entry for entry in self._journal if entry[0] > since_seq]
+        for _, holding, live in self._journal:
+            if live:
+                self._committed[holding.placement_id] = holding
+            else:
+                self._committed.pop(holding.placement_id, None)
+        self._gpus, self._ports, self._usage = {}, {}, {}
+        for holding in (*self._committed.values(), *self._reserved.values()):
+            for gpu in holding.gpus:
+                self._gpus[gpu] = holding.placement_id
+            self._count(holding)
+        self._mask.hold_only(self._gpus.keys())
+
+    def _apply(self, holding: Holding, *, live: bool) -> None:
+        held = self._committed.pop(holding.placement_id, None)
+        if held is not None:
+            self._unindex(held)
+        if live:
+            self._committed[holding.placement_id] = holding
+            self._index(holding)
+
+    def _log(self, holding: Holding, *, live: bool) -> None:
+        self.seq += 1
+        self._journal.append((self.seq, holding, live))
+
+    def _index(self, holding: Holding) -> None:
+        for gpu in holding.gpus:
+            self._gpus[gpu] = holding.placement_id
+            self._mask.hold(gpu)
+        self._count(holding)
+
+    def _count(self, holding: Holding) -> None:
+        self._ports.setdefault(holding.master, set()).add(holding.port)
+        self._usage.setdefault(holding.namespace, Counter()).update(holding.models)
+
+    def _unindex(self, holding: Holding) -> None:
+        for gpu in holding.gpus:
+            if self._gpus.get(gpu) == holding.placement_id:
+                del self._gpus[gpu]
+                self._mask.hold(gpu, held=False)
+        ports = self._ports.get(holding.master)
+        if ports is not None:
+            ports.discard(holding.port)
+            if not ports:
+                del self._ports[holding.master]
+        usage = self._usage.get(holding.namespace)
+        if usage is not None:
+            usage.subtract(holding.models)
+            for model in [m for m, n in usage.items() if n <= 0]:
+                del usage[model]

@@ -1,0 +1,83 @@
+"""The in-memory ledger of live holdings (reservations, own commits, and snapshots of
+the committed rows that may be older than own changes), and what the fleet view keeps
+for it and for followers of score changes."""
+
+from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
+from fairlane_scheduler.core.ledger import Holding, Ledger
+from tests.factories import gpu_score
+
+
+def holding(pid: str, *gpus: str, port: int = 29500, namespace: str = "a") -> Holding:
+    return Holding(pid, namespace, "n1", port, gpus, tuple("H100" for _ in gpus))
+
+
+def test_reservations_and_commits_hold_gpus_ports_and_usage() -> None:
+    ledger = Ledger()
+    ledger.reserve(holding("p1", "g1", "g2"))
+    assert (set(ledger.gpus), set(ledger.ports("n1")), dict(ledger.usage("a"))) == (
+        {"g1", "g2"},
+        {29500},
+        {"H100": 2},
+    )
+    ledger.commit(holding("p1", "g1", "g2", port=29501))  # the store gave another port
+    assert set(ledger.ports("n1")) == {29501}
+    ledger.release("p1")
+    assert (list(ledger.gpus), list(ledger.ports("n1")), dict(ledger.usage("a"))) == ([], [], {})
+
+
+def test_a_failed_write_gives_its_reservation_back() -> None:
+    ledger = Ledger()
+    ledger.reserve(holding("p1", "g1"))
+    ledger.unreserve("p1")
+    assert list(ledger.gpus) == []
+
+
+def test_a_snapshot_older_than_own_changes_does_not_undo_them() -> None:
+    ledger = Ledger()
+    ledger.commit(holding("old", "g0"))
+    since = ledger.seq  # a snapshot is read from here on...
+    ledger.commit(holding("p1", "g1"))  # ...while this commits...
+    ledger.release("old")  # ...and this ends
+    ledger.reserve(holding("p2", "g2", port=29502))  # and this is being written
+    ledger.replace([holding("old", "g0"), holding("other", "g9", port=29509)], since)
+    assert set(ledger.gpus) == {"g1", "g2", "g9"}
+    assert set(ledger.ports("n1")) == {29500, 29502, 29509}
+    # A later snapshot that shows everything settles it; the journal is trimmed.
+    ledger.replace([holding("p1", "g1"), holding("other", "g9", port=29509)], ledger.seq)
+    assert set(ledger.gpus) == {"g1", "g2", "g9"}
+
+
+def test_a_snapshot_brings_other_replicas_changes() -> None:
+    ledger = Ledger()
+    ledger.commit(holding("mine", "g1"))
+    ledger.replace([holding("mine", "g1"), holding("theirs", "g2", namespace="b")], ledger.seq)
+    assert set(ledger.gpus) == {"g1", "g2"}
+    assert dict(ledger.usage("b")) == {"H100": 1}
+    ledger.replace([holding("mine", "g1")], ledger.seq)  # theirs was released
+    assert set(ledger.gpus) == {"g1"}
+    assert dict(ledger.usage("b")) == {}
+
+
+def test_the_fleet_view_learns_which_rows_are_held_even_before_their_scores() -> None:
+    fleet = FleetView(StabilityPolicy(0.65, 120))
+    ledger = Ledger(fleet)  # the view is empty when the service starts
+    fleet.apply(gpu_score(node="n1", uuid="g1", index=0))
+    ledger.reserve(holding("p1", "g1", "g2"))  # g2's score has not come yet
+    assert list(fleet.held_rows()) == [0]
+    fleet.apply(gpu_score(node="n1", uuid="g2", index=1))
+    assert list(fleet.held_rows()) == [0, 1]
+    ledger.unreserve("p1")
+    assert list(fleet.held_rows()) == []
+    ledger.replace([holding("p2", "g2")], ledger.seq)
+    assert list(fleet.held_rows()) == [1]
+
+
+def test_the_fleet_view_hands_out_each_changed_record_once() -> None:
+    fleet = FleetView(StabilityPolicy(0.65, 120))
+    fleet.apply(gpu_score(uuid="g1", ts_ms=1))
+    fleet.apply(gpu_score(uuid="g1", ts_ms=2))
+    fleet.apply(gpu_score(uuid="g2", index=1, ts_ms=1))
+    assert sorted((r.uuid, r.ts_ms) for r in fleet.drain_changed()) == [("g1", 2), ("g2", 1)]
+    assert fleet.drain_changed() == []
+    fleet.apply(gpu_score(uuid="g2", index=1, ts_ms=3))
+    assert [r.uuid for r in fleet.drain_changed()] == ["g2"]
