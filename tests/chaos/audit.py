@@ -14,8 +14,8 @@ import httpx
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from fairlane_events.codec import decode
-from fairlane_events.records import NodeSample
+from fairlane_events.codec import DecodeError, decode
+from fairlane_events.records import NodeSample, PlacementEvent
 from fairlane_events.topics import NODE_SAMPLES, PLACEMENTS
 from fairlane_runtime.kafka import kafka_admin, topic_partitions
 from tests.chaos.load import Ledger
@@ -159,10 +159,10 @@ async def audit_placements(bootstrap: str, database_url: str, ledger: Ledger) ->
     got: collections.Counter[tuple[str, str]] = collections.Counter()
     for record in await read_topic(bootstrap, PLACEMENTS):
         try:
-            event = json.loads(record.value)
-            got[(str(event["placement_id"]), str(event["event"]))] += 1
-        except (ValueError, KeyError, TypeError):
+            event = decode(PlacementEvent, record.value)
+        except DecodeError:
             continue  # hostile records on the topic: not the outbox's
+        got[(event.placement_id, event.event)] += 1
     lost = sum(max(0, n - got[k]) for k, n in want.items())
     dup = sum(max(0, got[k] - n) for k, n in want.items())
     return PlacementAudit(len(placed), missing, wrong, twice, release_lost, unpublished, lost, dup)

@@ -43,8 +43,10 @@ def _place_partitions(ctx: Context, small: Path) -> str:
         capture_output=True,
         text=True,
         timeout=240,
-        check=True,
+        check=False,
     )
+    if done.returncode != 0:
+        raise RuntimeError(f"MoveToLogDir.java failed: {done.stdout}{done.stderr[-2000:]}")
     return done.stdout.strip()
 
 

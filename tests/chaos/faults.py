@@ -74,30 +74,10 @@ def replica_kill(ctx: Context) -> Row:
     return row
 
 
-def _log_sizes(ctx: Context) -> dict[str, int]:
-    return {
-        name: s.log.stat().st_size
-        for name, s in ctx.stack.services.items()
-        if name.startswith("scheduler")
-    }
-
-
-def _log_since(ctx: Context, sizes: dict[str, int]) -> tuple[int, int]:
-    """Lines and tracebacks the replicas logged since ``sizes`` were taken."""
-    lines = tracebacks = 0
-    for name, size in sizes.items():
-        with ctx.stack.services[name].log.open("rb") as f:
-            f.seek(size)
-            text = f.read().decode(errors="replace")
-        lines += text.count("\n")
-        tracebacks += text.count("Traceback (most recent call last)")
-    return lines, tracebacks
-
-
 def postgres_outage(ctx: Context) -> Row:
     row = Row("Postgres stopped and restarted")
     before = ctx.loads()
-    sizes = _log_sizes(ctx)
+    sizes = ctx.log_sizes()
     failures_before = _dependency_failures(ctx)
     ctx.stack.postgres("down")
     stopped = time.monotonic()
@@ -107,12 +87,14 @@ def postgres_outage(ctx: Context) -> Row:
     row.injected = f"Postgres down {up - stopped:.0f} s (fast shutdown), then up"
     ctx.finish(row, up, before)
     after = ctx.loads()
-    answered_503 = after["POST 503+retry-after"] - before.get("POST 503+retry-after", 0)
+    answered_503 = sum(after[k] - before.get(k, 0) for k in after if k.endswith("503+retry-after"))
     bare = sum(after[k] - before.get(k, 0) for k in after if k.endswith("-bare"))
     server_errors = sum(
         after[k] - before.get(k, 0) for k in after if k.split()[1][:1] == "5" and "503" not in k
     )
-    lines, tracebacks = _log_since(ctx, sizes)
+    text = ctx.logged_since(sizes)
+    lines = sum(t.count("\n") for t in text.values())
+    tracebacks = sum(t.count("Traceback (most recent call last)") for t in text.values())
     failures = _dependency_failures(ctx) - failures_before
     row.notes.append(
         f"{answered_503} answers 503 + Retry-After; replicas logged {lines} lines, "

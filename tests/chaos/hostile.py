@@ -183,6 +183,7 @@ def hostile_input(ctx: Context) -> Row:
     dead0 = scrape(scorer_url)["fairlane_scorer_dead_lettered_total"]
     skipped0 = scrape(agent_url)["fairlane_agent_placements_skipped_total"]
     samples, placements, scores = _bad_samples(), _bad_placements(), _bad_scores()
+    sizes = ctx.log_sizes()
     at_samples = asyncio.run(_produce(stack.bootstrap, NODE_SAMPLES, samples))
     at_placements = asyncio.run(_produce(stack.bootstrap, PLACEMENTS, placements))
     asyncio.run(_produce(stack.bootstrap, GPU_SCORES, scores))
@@ -198,6 +199,13 @@ def hostile_input(ctx: Context) -> Row:
     skipped = scrape(agent_url)["fairlane_agent_placements_skipped_total"] - skipped0
     on_topic = asyncio.run(_dead_lettered(stack.bootstrap, NODE_SAMPLES, at_samples))
     on_topic += asyncio.run(_dead_lettered(stack.bootstrap, PLACEMENTS, at_placements))
+
+    def ignored_by_replica() -> dict[str, int]:
+        logged = ctx.logged_since(sizes)
+        return {n: t.count("ignored bad score record") for n, t in logged.items()}
+
+    wait_until(lambda: min(ignored_by_replica().values()) >= len(scores), 30)
+    ignored = ignored_by_replica()
     rc, fuzz_tail = _schemathesis(ctx)
     row.injected = (
         f"{len(samples)} bad node samples, {len(placements)} bad placement events, "
@@ -206,11 +214,15 @@ def hostile_input(ctx: Context) -> Row:
     )
     row.notes.append(
         f"scorer dead-lettered {dead:.0f}/{want} (on the topic: {on_topic}), agent skipped "
-        f"{skipped:.0f}/{len(placements)} placements, schemathesis exit {rc}"
+        f"{skipped:.0f}/{len(placements)} placements, each replica logged and ignored "
+        f"{sorted(set(ignored.values()))} of {len(scores)} bad scores, schemathesis exit {rc}"
     )
     row.check(dead == want, f"scorer counted {dead:.0f} of {want} bad records")
     row.check(on_topic == want, f"{on_topic} of {want} bad records on the dead-letter topic")
     row.check(skipped == len(placements), f"agent counted {skipped:.0f} bad placements")
+    row.check(
+        all(n == len(scores) for n in ignored.values()), f"replicas ignored {ignored} bad scores"
+    )
     row.check(rc == 0, "schemathesis found failures: " + fuzz_tail[-600:])
     ctx.finish(row, sent, before)
     return row

@@ -45,8 +45,10 @@ async def score_parity(stack: ChaosStack, since_ms: int) -> tuple[int, list[str]
     stamps = {uuid: [s.ts_ms for s in rows] for uuid, rows in scored.items()}
     checked, wrong = 0, []
     for record in await read_topic(stack.bootstrap, GPU_SCORES):
+        if record.key is None or record.key.decode(errors="replace") not in scored:
+            continue  # another GPU, or a hostile record
         score = decode(GpuScore, record.value)
-        if score.uuid not in scored or score.stale or score.ts_ms < since_ms:
+        if score.stale or score.ts_ms < since_ms:
             continue
         upto = bisect.bisect_right(stamps[score.uuid], score.ts_ms)
         if upto == 0:
@@ -55,5 +57,9 @@ async def score_parity(stack: ChaosStack, since_ms: int) -> tuple[int, list[str]
         want = summarise(scored[score.uuid][:upto], score.ts_ms, -math.inf, config)  # never held
         checked += 1
         if not math.isclose(score.score, want.score, abs_tol=1e-9):
-            wrong.append(f"{score.uuid}@{score.ts_ms}: {score.score} != {want.score}")
+            wrong.append(
+                f"{score.node}/{score.uuid}@{score.ts_ms}: {score.score} != {want.score} "
+                f"({score.samples_in_window} samples in the window, reference "
+                f"{want.samples_in_window})"
+            )
     return checked, wrong

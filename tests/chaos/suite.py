@@ -57,7 +57,7 @@ def run_suite(
         with LoadDriver(stack, rate_per_s=4, live_target=30) as load:
             ctx = Context(stack, load, plan)
             time.sleep(10)  # the load reaches its steady state
-            for name in names or list(SCENARIOS):
+            for name in names or plan.order:
                 say(f"chaos: {name} ...")
                 begun = time.monotonic()
                 try:
