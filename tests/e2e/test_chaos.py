@@ -18,4 +18,5 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 def test_the_short_chaos_suite_loses_nothing(tmp_path: Path) -> None:
     rows = run_suite(Plan.short(), tmp_path / "chaos")
+    print(table(rows))  # shown with -s or on failure: the run's record
     assert [r for r in rows if not r.ok] == [], table(rows)
