@@ -8,6 +8,7 @@ import collections
 import time
 from dataclasses import dataclass, field
 
+from fairlane_events.topics import STREAM_PARTITIONS
 from tests.chaos.audit import (
     PlacementAudit,
     SampleAudit,
@@ -46,7 +47,7 @@ class Plan:
         scorer defect, docs/reliability.md, that the full run's order shows)."""
         order = ("scorer", "kafka", *(n for n in FULL_ORDER if n not in ("scorer", "kafka")))
         return cls(
-            outage_s=15, sustained_s=60, rss_every_s=15, partition_s=15, fuzz_examples=5,
+            outage_s=15, sustained_s=30, rss_every_s=10, partition_s=15, fuzz_examples=5,
             order=order,
         )  # fmt: skip
 
@@ -71,10 +72,20 @@ class Context:
                 return False
         return True
 
+    def scorer_working(self) -> bool:
+        """The scorer owns every partition and has scored since it started."""
+        m = scrape(f"{self.stack.scorer_url}/metrics")
+        return (
+            m["fairlane_scorer_assigned_partitions"] == STREAM_PARTITIONS
+            and m["fairlane_scorer_gpu_samples_scored_total"] > 0
+        )
+
     def recovered(self) -> bool:
-        """The agent's backlog is on Kafka, every replica is ready, the outbox is empty."""
+        """The agent's backlog is on Kafka, the scorer scores, every replica is ready,
+        the outbox is empty."""
         return (
             self.agent_drained()
+            and self.scorer_working()
             and self.stack.all_ready()
             and asyncio.run(outbox_unpublished(self.stack.database_url)) == 0
         )

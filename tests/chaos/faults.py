@@ -12,6 +12,7 @@ from tests.chaos.audit import scrape
 from tests.chaos.context import Context
 from tests.chaos.parity import score_parity
 from tests.chaos.report import Row
+from tests.chaos.stack import MODELS
 
 __all__ = ["kafka_outage", "postgres_outage", "replica_kill", "scorer_kill"]
 
@@ -48,9 +49,13 @@ def scorer_kill(ctx: Context) -> Row:
     up = time.monotonic()
     row.injected = "SIGKILL to the scorer, restarted after 5 s"
     ctx.finish(row, up, before)
-    # Every unplaced GPU emits within a heartbeat: wait for one round of them.
-    time.sleep(float(scorer.env["FAIRLANE_HEARTBEAT_S"]) + 2 * ctx.stack.interval_s)
-    checked, wrong = asyncio.run(score_parity(ctx.stack, killed_ms))
+    # Every unplaced GPU emits at least once a heartbeat: wait for a round of them.
+    unplaced = ctx.stack.nodes // len(MODELS) * ctx.stack.gpus_per_node
+    checked, wrong = 0, list[str]()
+    deadline = time.monotonic() + 4 * float(scorer.env["FAIRLANE_HEARTBEAT_S"]) + 60
+    while checked < unplaced and not wrong and time.monotonic() < deadline:
+        time.sleep(5)
+        checked, wrong = asyncio.run(score_parity(ctx.stack, killed_ms))
     row.notes.append(f"{checked} scores since the kill equal the reference, {len(wrong)} differ")
     row.check(checked > 0, "no score records after the restart")
     row.check(not wrong, "scores differ from the reference: " + "; ".join(wrong[:3]))

@@ -210,7 +210,7 @@ def _services(stack: ChaosStack) -> list[Service]:
     env = {
         "KAFKA_BOOTSTRAP_SERVERS": stack.bootstrap,
         "FAIRLANE_INTERVAL_S": str(stack.interval_s),
-        "FAIRLANE_HEARTBEAT_S": "20",
+        "FAIRLANE_HEARTBEAT_S": "10",
     }
     scorer_env = {**env, "FAIRLANE_APP_ID": f"scorer-{stack.prefix}"}
     scorer_args = ["--web-port", str(ports.scorer), "--data-dir", str(tmp / "scorer-data")]

@@ -1,5 +1,5 @@
-"""CI's chaos run: the suite's short version (each fault once, 15 s outages, one minute
-of sustained load) on a stack of its own ports, FAIRLANE_CHAOS_* (tests/chaos/stack.py).
+"""CI's chaos run: the suite's short version (each fault once, 15 s outages, 30 s of
+sustained load) on a stack of its own ports, FAIRLANE_CHAOS_* (tests/chaos/stack.py).
 Every row must hold: nothing lost, nothing duplicated where the contract says once,
 recovered in time. ``make chaos`` is the full version (docs/reliability.md)."""
 
