@@ -15,13 +15,17 @@ public class MoveToLogDir {
         try (Admin admin = Admin.create(props)) {
             Set<String> chosen = new HashSet<>(Arrays.asList(args).subList(3, args.length));
             Set<String> all = admin.listTopics(new ListTopicsOptions().listInternal(true)).names().get();
+            if (!all.containsAll(chosen)) {
+                System.err.println("no such topic among " + chosen);
+                System.exit(2);
+            }
             Map<TopicPartitionReplica, String> moves = new HashMap<>();
             for (TopicDescription t : admin.describeTopics(all).allTopicNames().get().values()) {
                 String to = chosen.contains(t.name()) ? dir : other;
                 t.partitions().forEach(p -> moves.put(new TopicPartitionReplica(t.name(), p.partition(), 1), to));
             }
             admin.alterReplicaLogDirs(moves).all().get();
-            for (int i = 0; i < 120; i++) {
+            for (int i = 0; i < 360; i++) {
                 var where = admin.describeReplicaLogDirs(moves.keySet()).all().get();
                 long done = where.entrySet().stream()
                     .filter(e -> e.getValue().getFutureReplicaLogDir() == null
@@ -30,7 +34,7 @@ public class MoveToLogDir {
                 if (done == moves.size()) { System.out.println(chosen + " in " + dir + ", " + (done - 0) + " partitions placed"); return; }
                 Thread.sleep(500);
             }
-            System.err.println("partitions not in place after 60 s");
+            System.err.println("partitions not in place after 180 s");
             System.exit(1);
         }
     }

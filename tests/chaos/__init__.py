@@ -11,6 +11,7 @@ placement load, one fault after another, and a count of what each lost or duplic
     sustained.py  long load, RSS slopes
     partition.py  an agent cut from the broker (network namespace) and healed
     relay.py      the TCP relay the partition needs
-    disk.py       the scorer's changelogs on a full disk (MoveToLogDir.java places them)
+    disk.py       the scorer's changelogs on a full disk
+    logdirs.py    puts them alone on the small filesystem (MoveToLogDir.java)
     suite.py      the scenarios in order; __main__.py the command line
 """

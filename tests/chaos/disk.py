@@ -1,8 +1,8 @@
 """Kafka's disk full under the scorer's changelog topics, and what the scorer does.
 
-The broker has a second log dir on a small tmpfs (stack.small_filesystem). The scenario
-puts the scorer's changelog partitions there and every other partition on the main dir
-(MoveToLogDir.java, Kafka's Admin API), fills the tmpfs to the last MiB and watches:
+The broker has a second log dir on a small tmpfs (stack.small_filesystem) that holds the
+scorer's changelog partitions and nothing else (logdirs.py, at start-up). The scenario
+fills the tmpfs to the last MiB and watches:
 the broker takes the full dir offline, the changelogs lose their only replica. Healing
 is what an operator does: free the space and restart the broker (an offline log dir
 comes back only with a restart); a scorer that gave up is started again.
@@ -11,7 +11,6 @@ comes back only with a restart); a scorer that gave up is started again.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -20,34 +19,10 @@ import httpx
 from tests.chaos.audit import scrape
 from tests.chaos.context import Context
 from tests.chaos.report import Row
-from tests.servers import server_script
 
 __all__ = ["disk_full"]
 
-_MOVER = Path(__file__).with_name("MoveToLogDir.java")
 _SPARE_BYTES = 1 << 20
-
-
-def _changelogs(ctx: Context) -> list[str]:
-    app_id = ctx.stack.services["scorer"].env["FAIRLANE_APP_ID"]
-    return [f"{app_id}-node-windows-changelog", f"{app_id}-node-allocations-changelog"]
-
-
-def _place_partitions(ctx: Context, small: Path) -> str:
-    stack = ctx.stack
-    libs = server_script("kafka.sh", "libs", env=stack.kafka_env).strip().splitlines()[-1]
-    main_dir = stack.tmp / f"kafka-{stack.ports.kafka}" / "data"
-    args = [stack.bootstrap, str(small), str(main_dir), *_changelogs(ctx)]
-    done = subprocess.run(
-        ["java", "-cp", f"{libs}/*", str(_MOVER), *args],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"MoveToLogDir.java failed: {done.stdout}{done.stderr[-2000:]}")
-    return done.stdout.strip()
 
 
 def _fill(small: Path) -> Path:
@@ -71,7 +46,6 @@ def disk_full(ctx: Context) -> Row:
         row.notes.append("not run: mounting the small filesystem needs root")
         return row
     before = ctx.loads()
-    row.notes.append(_place_partitions(ctx, small))
     kafka_log = ctx.stack.tmp / f"kafka-{ctx.stack.ports.kafka}" / "kafka.log"
     log_start = kafka_log.stat().st_size
     filler = _fill(small)
