@@ -63,7 +63,7 @@ def sustained_load(ctx: Context) -> Row:
     placed = ctx.loads()["POST 201"] - before.get("POST 201", 0)
     released = ctx.loads()["DELETE 200"] - before.get("DELETE 200", 0)
     row.injected = (
-        f"{plan.sustained_s / 60:.0f} min of placements and releases "
+        f"{plan.sustained_s:.0f} s of placements and releases "
         f"({placed} placed, {released} released); RSS every {plan.rss_every_s:.0f} s"
     )
     slopes = {n: float(np.polyfit(minutes, v, 1)[0]) for n, v in rss.items() if len(v) > 1}
