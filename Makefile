@@ -12,7 +12,7 @@ PACKAGES := -p fairlane_events -p fairlane_scoring -p fairlane_sim -p fairlane_r
             -p fairlane_agent -p fairlane_scorer -p fairlane_scheduler
 PYTEST_ARGS ?=
 
-.PHONY: help setup run stop test test-unit lint k8s-build fmt schemas servers-up servers-down clean eval eval-quick eval-live bench-eval
+.PHONY: help setup run stop test test-unit lint k8s-build fmt schemas servers-up servers-down clean eval eval-quick eval-live bench-eval chaos
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -79,6 +79,9 @@ bench-eval: setup ## the evaluator's speed: 10,000 jobs on 1,000 GPUs (target < 
 
 eval-live: setup ## live stack vs offline prediction, hot-aisle (~15 min; EVAL_LIVE_ARGS=--help)
 	$(PY) -m fairlane_eval.live $(EVAL_LIVE_ARGS)
+
+chaos: setup ## faults, load and hostile input on a stack of its own; a table of losses (~25 min; CHAOS_ARGS=--short)
+	$(PY) -m tests.chaos $(CHAOS_ARGS)
 
 clean: stop ## stop everything and delete local state (keeps downloaded jars)
 	scripts/kafka.sh down --purge

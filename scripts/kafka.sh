@@ -19,6 +19,8 @@
 #      KAFKA_MIRROR (where releases are: Apache's download site, then its archive),
 #      KAFKA_HEAP_OPTS (-Xms256m -Xmx512m), KAFKA_OPTS (extra JVM flags),
 #      KAFKA_PURGE=1 (same as down --purge),
+#      KAFKA_EXTRA_LOG_DIRS (more log dirs, comma-separated absolute paths: JBOD; the chaos
+#        suite puts a small filesystem there to fill it),
 #      FAIRLANE_STATE_DIR (<repo>/.local), FAIRLANE_CACHE_DIR (<repo>/.local/cache),
 #      FAIRLANE_PYTHON (<repo>/.venv/bin/python, needs aiokafka; readiness probe),
 #      KAFKA_SASL_SSL=1: also a SASL_SSL listener on KAFKA_SASL_PORT (KAFKA_PORT+2), with a
@@ -175,7 +177,7 @@ advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT${SASL_LISTENER:-}
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL
-log.dirs=$INST/data
+log.dirs=$INST/data${KAFKA_EXTRA_LOG_DIRS:+,$KAFKA_EXTRA_LOG_DIRS}
 num.partitions=8
 auto.create.topics.enable=false
 default.replication.factor=1

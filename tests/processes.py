@@ -26,22 +26,35 @@ def service(
     module: str, args: list[str], env: dict[str, str], log: Path
 ) -> Iterator[subprocess.Popen[bytes]]:
     """Start ``python -m module args`` with ``env``; SIGTERM it (then SIGKILL) afterwards."""
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", module, *args],
+    proc = spawn(module, args, env, log)
+    try:
+        yield proc
+    finally:
+        stop(proc)
+
+
+def spawn(
+    module: str, args: list[str], env: dict[str, str], log: Path, prefix: tuple[str, ...] = ()
+) -> subprocess.Popen[bytes]:
+    """``python -m module args`` with ``env`` added, its output appended to ``log``;
+    ``prefix`` runs it under another command (``ip netns exec NAME``, say)."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [*prefix, sys.executable, "-m", module, *args],
             env={**os.environ, **env},
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-        try:
-            yield proc
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 30 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def wait_for_http(

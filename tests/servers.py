@@ -39,7 +39,7 @@ def docker_engine_answers() -> bool:
     return done.returncode == 0
 
 
-def _script(name: str, *args: str, env: dict[str, str]) -> str:
+def server_script(name: str, *args: str, env: dict[str, str]) -> str:
     result = subprocess.run(
         [str(ROOT / "scripts" / name), *args],
         env={**os.environ, **env},
@@ -61,12 +61,12 @@ def local_server(name: str, env: dict[str, str]) -> Iterator[str]:
     The test ports belong to the tests: whatever a killed earlier session left there
     (recent scores on the compacted topic, say) would leak into this one, so it goes.
     """
-    _script(name, "down", "--purge", env=env)
-    out = _script(name, "up", env=env)
+    server_script(name, "down", "--purge", env=env)
+    out = server_script(name, "up", env=env)
     try:
         yield out
     finally:
-        _script(name, "down", "--purge", env=env)
+        server_script(name, "down", "--purge", env=env)
 
 
 @contextlib.contextmanager

@@ -7,6 +7,8 @@ import sys
 
 import structlog
 
+from fairlane_runtime.log_repeats import RepeatFilter
+
 __all__ = ["configure_logging"]
 
 
@@ -36,6 +38,8 @@ def configure_logging(level: str, *, json: bool) -> None:
             ],
         )
     )
+    # While a broker is away aiokafka logs each retry; one line a minute per message is news.
+    handler.addFilter(RepeatFilter("aiokafka"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

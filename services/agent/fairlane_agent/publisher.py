@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import ClassVar
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaConnectionError, KafkaError
+from aiokafka.errors import (
+    InvalidProducerIdMapping,
+    KafkaConnectionError,
+    KafkaError,
+    OutOfOrderSequenceNumber,
+)
 
 from fairlane_events.codec import encode
 from fairlane_events.records import NodeSample
@@ -17,6 +23,12 @@ from fairlane_runtime.errors import ServerUnavailableError
 from fairlane_runtime.kafka_security import PLAINTEXT, KafkaSecurity
 
 __all__ = ["SamplePublisher"]
+
+
+log = logging.getLogger("fairlane.agent.publisher")
+
+#: What the broker answers an idempotent producer whose sequence it lost track of.
+_SEQUENCE_LOST = (OutOfOrderSequenceNumber, InvalidProducerIdMapping)
 
 
 class SamplePublisher:
@@ -45,11 +57,16 @@ class SamplePublisher:
     ) -> None:
         self._bootstrap = bootstrap
         self._topic = topic
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap,
-            request_timeout_ms=int(request_timeout_s * 1000),
+        self._security = security
+        self._request_timeout_s = request_timeout_s
+        self._producer = self._new_producer()
+
+    def _new_producer(self) -> AIOKafkaProducer:
+        return AIOKafkaProducer(
+            bootstrap_servers=self._bootstrap,
+            request_timeout_ms=int(self._request_timeout_s * 1000),
             **self.PRODUCER_CONFIG,
-            **security.aiokafka_kwargs(),
+            **self._security.aiokafka_kwargs(),
         )
 
     async def start(self) -> None:
@@ -92,4 +109,19 @@ class SamplePublisher:
                 outcomes = [exc] * (len(samples) - len(pending))
                 break
         acks = await asyncio.gather(*pending, return_exceptions=True)
-        return [a if isinstance(a, BaseException) else None for a in acks] + outcomes
+        results = [a if isinstance(a, BaseException) else None for a in acks] + outcomes
+        if any(isinstance(r, _SEQUENCE_LOST) for r in results):
+            await self._reset_producer()
+        return results
+
+    async def _reset_producer(self) -> None:
+        """Start afresh with a new producer id. A request that timed out in flight (a
+        broker stuck in its shutdown, say) still used up its sequence numbers; the broker
+        never stored it, so it refuses every later record of this producer as out of
+        order, forever. The refused records go back to the backlog and are sent again by
+        the new producer: nothing is lost, and nothing the broker stored is sent twice."""
+        log.warning("Kafka lost this producer's sequence; starting a new producer")
+        await self.stop()
+        self._producer = self._new_producer()
+        with contextlib.suppress(KafkaError):  # still away: the next send says so
+            await self._producer.start()
