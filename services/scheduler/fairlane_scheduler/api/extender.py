@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from fairlane_scheduler.api.deps import Runtime
 from fairlane_scheduler.api.errors import error_responses
@@ -76,10 +76,10 @@ class HostPriority(BaseModel):
 
 
 class ExtenderBindingArgs(BaseModel):
-    PodName: str
-    PodNamespace: str
-    PodUID: str
-    Node: str
+    PodName: str = Field(min_length=1)
+    PodNamespace: str = Field(min_length=1)
+    PodUID: str = Field(min_length=1)
+    Node: str = Field(min_length=1)
 
 
 class ExtenderBindingResult(BaseModel):
@@ -108,12 +108,12 @@ async def _args(request: Request) -> tuple[dict[str, Any], list[str], dict[str, 
     pod, names, nodes = body.get("Pod"), body.get("NodeNames"), body.get("Nodes")
     if not isinstance(pod, dict):
         raise _invalid("Pod", "must be an object (a v1.Pod)")
+    if nodes is not None and not isinstance(nodes, dict):
+        raise _invalid("Nodes", "must be an object (a v1.NodeList)")
     if names is not None:
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise _invalid("NodeNames", "must be a list of node names")
         return pod, names, None
-    if nodes is not None and not isinstance(nodes, dict):
-        raise _invalid("Nodes", "must be an object (a v1.NodeList)")
     items = (nodes or {}).get("items") or []
     return pod, [str((i.get("metadata") or {}).get("name", "")) for i in items], nodes
 
