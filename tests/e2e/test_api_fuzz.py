@@ -15,8 +15,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import asyncpg
 import pytest
 
+from fairlane_events.codec import DecodeError, decode
+from fairlane_events.records import PlacementEvent
 from tests.integration.test_scheduler_api import publish_scores
 from tests.processes import free_port, service, wait_for_http
 
@@ -66,3 +69,18 @@ async def test_the_api_does_what_its_openapi_schema_says(
     assert done.returncode == 0, (
         done.stdout[-6000:] + "\n--- scheduler log ---\n" + log.read_text()[-3000:]
     )
+    # Whatever the fuzzer got placed, the events bound for the placements topic obey
+    # that topic's schema (the scorer and the agents would dead-letter any that did not).
+    conn = await asyncpg.connect(database_url)
+    try:
+        payloads = [r["payload"] for r in await conn.fetch("SELECT payload FROM outbox")]
+    finally:
+        await conn.close()
+    refused = []
+    for payload in payloads:
+        try:
+            decode(PlacementEvent, payload.encode() if isinstance(payload, str) else payload)
+        except DecodeError as exc:
+            refused.append(f"{exc}: {payload!r}"[:600])
+    assert payloads
+    assert not refused, refused[:3]

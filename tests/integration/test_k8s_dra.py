@@ -106,7 +106,27 @@ def stack(
             },
         }
         s.kube.ok("POST", "/apis/resource.k8s.io/v1/deviceclasses", device_class)
-        yield s
+        try:
+            yield s
+        finally:
+            remove_dra_objects(s.kube, node)
+
+
+def remove_dra_objects(kube: Kube, node: str) -> None:
+    """Leave the control plane as the module found it: a DeviceClass that maps
+    ``nvidia.com/gpu`` to DRA devices would change how later modules' pods schedule."""
+    for pod in ("with-claim", "classic"):
+        kube.delete_pod(pod)
+    collections = (
+        "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims",
+        "/apis/resource.k8s.io/v1/resourceslices",
+        "/apis/resource.k8s.io/v1/deviceclasses",
+        RULES,
+    )
+    for collection in collections:
+        answer = kube.request("DELETE", collection)
+        assert answer.status_code == 200, f"DELETE {collection}: {answer.text}"
+    kube.ok("DELETE", f"/api/v1/nodes/{node}")
 
 
 def rules(kube: Kube) -> dict[str, dict[str, Any]]:
