@@ -9,8 +9,8 @@ the agent's first sample (scenario time 0), then replays the run's jobs in wall 
   advances at their true speed, :func:`~fairlane_eval.core.live_prediction.job_end_s`);
 - **static**: at the same instants, first fit with every GPU worth 1.0 over the
   scheduler's fleet listing (``GET /v1/nodes/{name}``), decided by the scheduler core's
-  own ``choose`` (:class:`~fairlane_eval.core.live_prediction.StaticFirstFit`), in the
-  engine's event order (:class:`~fairlane_eval.core.live_prediction.StaticSchedule`).
+  own ``choose`` (:class:`~fairlane_eval.core.static_schedule.StaticFirstFit`), in the
+  engine's event order (:class:`~fairlane_eval.core.static_schedule.StaticSchedule`).
   The API has no score-blind policy, and a second scheduler would still rank by score;
   this is what the offline ``static`` policy does, so the two are compared like for like.
 
@@ -37,16 +37,18 @@ from typing import Any
 import httpx
 
 from fairlane_eval.core.live_prediction import (
-    ListedGpu,
     LiveSetup,
     Placed,
-    StaticSchedule,
-    capacity_resolution,
     hot_aisle_setup,
     job_end_s,
     short_setup,
 )
 from fairlane_eval.core.policies import policy
+from fairlane_eval.core.static_schedule import (
+    ListedGpu,
+    StaticSchedule,
+    capacity_resolution,
+)
 from fairlane_eval.core.workload import Job
 from fairlane_eval.live_report import FAIRLANE_POLICY, LiveResult, as_json, compare, format_report
 from fairlane_eval.live_stack import (

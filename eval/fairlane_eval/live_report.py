@@ -8,11 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fairlane_eval.core.agreement import Agreement, agreement
 from fairlane_eval.core.live_prediction import (
-    Agreement,
     LiveSetup,
     Placed,
-    agreement,
     predict,
     same_choices,
     throttled_share,
