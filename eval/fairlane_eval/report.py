@@ -38,7 +38,8 @@ from fairlane_eval.core.metrics import METRICS, Summary
 from fairlane_eval.core.policies import ORACLE, ORACLES, POLICIES
 from fairlane_eval.core.throughputs import shipped_throughputs
 from fairlane_eval.core.timeline import throttled_gpu_timeline
-from fairlane_eval.core.workload import Job, load_shipped_trace
+from fairlane_eval.core.traces import load_shipped_trace
+from fairlane_eval.core.workload import Job
 from fairlane_eval.runner import Trial, run_trials
 
 __all__ = ["SAME_PACKING", "ReportPlan", "Study", "headline_studies", "write_report"]
