@@ -12,7 +12,8 @@ from fairlane_scheduler.adapters.migrations import (
     load_migrations,
 )
 from fairlane_scheduler.adapters.outbox import OutboxRelay
-from fairlane_scheduler.adapters.store import PostgresStore, connect_pool
+from fairlane_scheduler.adapters.pg_pool import connect_pool
+from fairlane_scheduler.adapters.store import PostgresStore
 from fairlane_scheduler.api.deps import SchedulerMetrics
 from fairlane_scheduler.core.ledger import Holding
 from fairlane_scheduler.core.placements import Placement, PlacementRequest

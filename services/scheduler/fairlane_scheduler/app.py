@@ -22,9 +22,10 @@ from fairlane_scheduler.adapters.fleet_metrics import FleetCollector
 from fairlane_scheduler.adapters.live_gpus import LiveGpusCache
 from fairlane_scheduler.adapters.migrations import apply_migrations, load_migrations
 from fairlane_scheduler.adapters.outbox import OutboxRelay
+from fairlane_scheduler.adapters.pg_pool import connect_pool
 from fairlane_scheduler.adapters.pg_tls import client_ssl
 from fairlane_scheduler.adapters.scores import ScoresFollower
-from fairlane_scheduler.adapters.store import PostgresStore, connect_pool
+from fairlane_scheduler.adapters.store import PostgresStore
 from fairlane_scheduler.api import dashboard, extender
 from fairlane_scheduler.api.auth import TokenTable
 from fairlane_scheduler.api.deps import Runtime, SchedulerMetrics
