@@ -16,9 +16,10 @@ from fairlane_scheduler.adapters.pg_pool import connect_pool
 from fairlane_scheduler.adapters.store import PostgresStore
 from fairlane_scheduler.api.deps import SchedulerMetrics
 from fairlane_scheduler.core.ledger import Holding
+from fairlane_scheduler.core.master_port import PortRange
 from fairlane_scheduler.core.placements import Placement, PlacementRequest
 from fairlane_scheduler.errors import AllocationConflictError, DatabaseUnavailableError
-from fairlane_scheduler.storage import JobTaken, PortRange, Written
+from fairlane_scheduler.storage import Ending, JobTaken, Written
 from tests.integration.test_scheduler_api import placement_events
 
 pytestmark = pytest.mark.integration
@@ -115,11 +116,11 @@ async def test_database_forbids_two_live_allocations_of_one_gpu(pool: asyncpg.Po
     assert await store.get(P2) is None
     assert await live_gpus(store) == {"g1", "g2"}
     # Once released, the GPU can be placed again.
-    ended, now = await store.end(P1, "released", now_ms=2)
+    ended, now = await store.end(Ending(P1, "released", now_ms=2))
     assert ended is not None
     assert ended.state == "released"
     assert now
-    assert await store.end(P1, "released", now_ms=3) == (ended, False)
+    assert await store.end(Ending(P1, "released", now_ms=3)) == (ended, False)
     assert isinstance(await store.create(placement(P2, "job-2", ["g2"]), REQUEST, PORTS), Written)
 
 
@@ -150,7 +151,7 @@ async def test_events_committed_while_no_relay_runs_are_published_later(
     (any replica) publishes what the outbox holds, then marks it."""
     store = PostgresStore(pool)
     await store.create(placement(P1, "job-1", ["g1"]), REQUEST, PORTS)
-    await store.end(P1, "released", now_ms=2)
+    await store.end(Ending(P1, "released", now_ms=2))
     metrics = SchedulerMetrics.create()
     relay = OutboxRelay(
         pool,

@@ -11,6 +11,7 @@ import pytest
 
 from fairlane_scheduler.adapters.memory_store import MemoryStore
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
+from fairlane_scheduler.core.master_port import PortRange
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.core.placements import Placement, PlacementRequest
 from fairlane_scheduler.core.quota import Quota
@@ -21,7 +22,7 @@ from fairlane_scheduler.errors import (
     QuotaBusyError,
     QuotaNeverFitsError,
 )
-from fairlane_scheduler.service import PlacementService, PortRange
+from fairlane_scheduler.service import PlacementService
 from tests.factories import GIB, gpu_score
 
 NOW = 1_700_000_000_000

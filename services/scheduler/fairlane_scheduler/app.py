@@ -34,10 +34,11 @@ from fairlane_scheduler.api.listeners import ExtenderPortGate
 from fairlane_scheduler.api.routes import router
 from fairlane_scheduler.clock import now_ms
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
+from fairlane_scheduler.core.master_port import PortRange
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.core.placements import Placement
 from fairlane_scheduler.kube.wiring import with_kube_edges
-from fairlane_scheduler.service import PlacementService, PortRange
+from fairlane_scheduler.service import PlacementService
 from fairlane_scheduler.settings import SchedulerSettings
 
 __all__ = ["create_app", "database_ssl", "housekeeping"]

@@ -10,20 +10,22 @@ from dataclasses import replace
 
 from fairlane_events.records import PlacementEvent
 from fairlane_scheduler.core.ledger import Holding
+from fairlane_scheduler.core.master_port import PortRange, next_free_port
 from fairlane_scheduler.core.placements import (
     EventKind,
     Placement,
     PlacementRequest,
     placement_event,
+    with_master_port,
 )
 from fairlane_scheduler.core.quota import Quota, check_quota
 from fairlane_scheduler.errors import AllocationConflictError
 from fairlane_scheduler.storage import (
+    Ending,
     JobTaken,
     NoFreePort,
     NotPending,
     OverQuota,
-    PortRange,
     WriteOutcome,
     Written,
 )
@@ -59,15 +61,13 @@ class MemoryStore:
                 return OverQuota(quota, used)
         master = placement.nodes[0]
         taken = {p.nodes[0].master_port for p in self._live() if p.nodes[0].node == master.node}
-        free = [master.master_port, *range(ports.first, ports.last + 1)]
-        port = next((p for p in free if p not in taken), None)
+        port = next_free_port(taken, ports, hint=master.master_port)
         if port is None:
             return NoFreePort()
         held = {g.uuid for p in self._live() for n in p.nodes for g in n.gpus}
         if held & {g.uuid for n in placement.nodes for g in n.gpus}:
             raise AllocationConflictError("a GPU of this placement is live elsewhere")
-        nodes = tuple(n.model_copy(update={"master_port": port}) for n in placement.nodes)
-        return Written(replace(placement, nodes=nodes))
+        return Written(with_master_port(placement, port))
 
     def _record(self, placement: Placement, kind: EventKind, ts_ms: int) -> None:
         self.placements[placement.id] = placement
@@ -98,22 +98,15 @@ class MemoryStore:
             self._record(outcome.placement, "created", now_ms)
         return outcome
 
-    async def end(
-        self,
-        placement_id: str,
-        state: EventKind,
-        now_ms: int,
-        reason: str | None = None,
-        namespace: str | None = None,
-    ) -> tuple[Placement | None, bool]:
-        held = self.placements.get(placement_id)
-        if held is None or namespace not in (None, held.namespace):
+    async def end(self, ending: Ending) -> tuple[Placement | None, bool]:
+        held = self.placements.get(ending.placement_id)
+        if held is None or ending.namespace not in (None, held.namespace):
             return None, False
         if not held.is_open:
             return held, False
-        ended = replace(held, state=state, ended_at_ms=now_ms)
-        self.placements[placement_id] = ended
-        self.events.append(placement_event(ended, state, now_ms, reason))
+        ended = replace(held, state=ending.state, ended_at_ms=ending.now_ms)
+        self.placements[ending.placement_id] = ended
+        self.events.append(placement_event(ended, ending.state, ending.now_ms, ending.reason))
         return ended, True
 
     async def get(self, placement_id: str) -> Placement | None:

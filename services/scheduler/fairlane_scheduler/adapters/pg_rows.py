@@ -4,7 +4,6 @@ values; what a write function answered, as a :class:`~fairlane_scheduler.storage
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,16 +12,14 @@ import orjson
 
 from fairlane_events.codec import encode
 from fairlane_events.records import NodeAssignment
-from fairlane_scheduler.core.placements import EventKind, Placement, placement_event
-from fairlane_scheduler.core.quota import Quota
-from fairlane_scheduler.storage import (
-    JobTaken,
-    NoFreePort,
-    NotPending,
-    OverQuota,
-    WriteOutcome,
-    Written,
+from fairlane_scheduler import storage
+from fairlane_scheduler.core.placements import (
+    EventKind,
+    Placement,
+    placement_event,
+    with_master_port,
 )
+from fairlane_scheduler.core.quota import Quota
 
 __all__ = ["lease_of", "ms_of", "outcome_of", "placement_of", "quota_of", "utc", "write_args"]
 
@@ -86,21 +83,20 @@ def write_args(placement: Placement, kind: EventKind, ts_ms: int) -> list[Any]:
     ]
 
 
-def outcome_of(row: asyncpg.Record, placement: Placement) -> WriteOutcome:
+def outcome_of(row: asyncpg.Record, placement: Placement) -> storage.WriteOutcome:
     outcome = row["outcome"]
-    if outcome == "created":
-        port = row["port"]
-        if port != placement.nodes[0].master_port:  # the database gave another free port
-            nodes = tuple(n.model_copy(update={"master_port": port}) for n in placement.nodes)
-            placement = replace(placement, nodes=nodes)
-        return Written(placement)
+    if outcome == "created":  # the database may have given another free port
+        return storage.Written(with_master_port(placement, row["port"]))
     if outcome == "pending":
-        return Written(placement)
-    if outcome == "exists":
-        return JobTaken()
-    if outcome == "gone":
-        return NotPending()
-    if outcome == "no_port":
-        return NoFreePort()
+        return storage.Written(placement)
+    if (unwritten := _UNWRITTEN.get(outcome)) is not None:
+        return unwritten
     detail = orjson.loads(row["detail"])
-    return OverQuota(quota_of(detail), detail["used"])
+    return storage.OverQuota(quota_of(detail), detail["used"])
+
+
+_UNWRITTEN: dict[str, storage.WriteOutcome] = {
+    "exists": storage.JobTaken(),
+    "gone": storage.NotPending(),
+    "no_port": storage.NoFreePort(),
+}

@@ -24,6 +24,7 @@ from fairlane_scheduler.adapters.pg_rows import (
     write_args,
 )
 from fairlane_scheduler.core.ledger import Holding
+from fairlane_scheduler.core.master_port import PortRange
 from fairlane_scheduler.core.placements import (
     EventKind,
     Placement,
@@ -33,7 +34,7 @@ from fairlane_scheduler.core.placements import (
 )
 from fairlane_scheduler.core.quota import Quota
 from fairlane_scheduler.errors import AllocationConflictError, DatabaseUnavailableError
-from fairlane_scheduler.storage import PortRange, WriteOutcome
+from fairlane_scheduler.storage import Ending, WriteOutcome
 
 __all__ = ["PostgresStore"]
 
@@ -110,22 +111,15 @@ class PostgresStore:
         )
         return outcome_of(row, placement)
 
-    async def end(
-        self,
-        placement_id: str,
-        state: EventKind,
-        now_ms: int,
-        reason: str | None = None,
-        namespace: str | None = None,
-    ) -> tuple[Placement | None, bool]:
+    async def end(self, ending: Ending) -> tuple[Placement | None, bool]:
         rows = await self._fetch(
             "SELECT * FROM fairlane_end($1::uuid, $2, $3, $4, $5, $6)",
-            placement_id,
-            state,
-            utc(now_ms),
-            now_ms,
-            reason,
-            namespace,
+            ending.placement_id,
+            ending.state,
+            utc(ending.now_ms),
+            ending.now_ms,
+            ending.reason,
+            ending.namespace,
         )
         if not rows:
             return None, False
