@@ -180,7 +180,7 @@ async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
         )
         one = await load([client], 1, min(args.seconds, 3.0))
         result |= {"one_p50_ms": one["p50_ms"], "one_p99_ms": one["p99_ms"]}
-        if gpus >= args.extender_nodes * GPUS_PER_NODE:
+        if args.extender_calls and gpus >= args.extender_nodes * GPUS_PER_NODE:
             names = sorted({g.node for g in fleet.records.values() if g.node.startswith(prefix)})
             pod = {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}
             call = {"Pod": pod, "NodeNames": names[: args.extender_nodes]}
