@@ -1,5 +1,6 @@
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import asyncpg
 import pytest
@@ -122,6 +123,38 @@ async def test_database_forbids_two_live_allocations_of_one_gpu(pool: asyncpg.Po
     assert now
     assert await store.end(Ending(P1, "released", now_ms=3)) == (ended, False)
     assert isinstance(await store.create(placement(P2, "job-2", ["g2"]), REQUEST, PORTS), Written)
+
+
+async def test_a_batch_commits_together_and_judges_each_placement_alone(
+    pool: asyncpg.Pool,
+) -> None:
+    """Group commit: one statement for several placements; a GPU another live placement
+    holds rolls back that placement alone, a taken job id is answered as such, a taken
+    port is replaced, and what commits is exact (its scores and lease included)."""
+    store = PostgresStore(pool)
+    await store.create(placement(P1, "job-1", ["g1"]), REQUEST, PORTS)
+    p3, p4 = (f"00000000-0000-0000-0000-00000000000{i}" for i in (3, 4))
+    ok = replace(placement(P2, "job-2", ["g2"]), lease_expires_at_ms=1_700_000_000_123)
+    batch = [
+        (ok, REQUEST),
+        (placement(p3, "job-3", ["g1", "g3"], port=29501), REQUEST),  # g1 is live: lost
+        (placement(p4, "job-1", ["g4"], port=29502), REQUEST),  # job-1 exists
+    ]
+    outcomes = await store.create_many(batch, PORTS)
+    assert outcomes[1:] == [None, JobTaken()]
+    assert isinstance(outcomes[0], Written)
+    assert outcomes[0].placement.nodes[0].master_port == 29501  # 29500 is job-1's
+    assert await store.get(p3) is None
+    assert await store.get(p4) is None
+    got = await store.get(P2)
+    assert got is not None
+    assert got.lease_expires_at_ms == 1_700_000_000_123
+    assert await live_gpus(store) == {"g1", "g2"}
+    async with pool.acquire() as conn:
+        score = await conn.fetchval("SELECT score FROM allocations WHERE gpu_uuid = 'g2'")
+        events = await conn.fetchval("SELECT count(*) FROM outbox")
+    assert score == 0.9
+    assert events == 2  # job-1's and job-2's created events, nothing of the others
 
 
 async def test_a_live_port_is_never_given_twice_on_a_node(pool: asyncpg.Pool) -> None:

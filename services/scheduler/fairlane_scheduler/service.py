@@ -25,6 +25,7 @@ from fairlane_scheduler.errors import (
     NotReadyError,
     QuotaExceededError,
 )
+from fairlane_scheduler.group_commit import GroupCommit
 from fairlane_scheduler.storage import (
     Ending,
     JobTaken,
@@ -64,6 +65,7 @@ class PlacementService:
         self._is_fleet_ready = is_fleet_ready
         self._new_id = new_id
         self.ledger = Ledger(fleet)
+        self._commits = GroupCommit(store, ports)
         self._quotas: dict[str, Quota] = {}
         self.conflicts = 0  # writes Postgres refused for a GPU or port (then retried)
 
@@ -239,7 +241,7 @@ class PlacementService:
             if request is None:
                 outcome = await self._store.promote(placement, self._clock_ms(), self._ports)
             else:
-                outcome = await self._store.create(placement, request, self._ports)
+                outcome = await self._commits.create(placement, request)
         except AllocationConflictError:
             outcome = None
         finally:

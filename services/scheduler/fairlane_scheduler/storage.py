@@ -10,7 +10,7 @@ outcome; a GPU another live placement holds raises
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -83,6 +83,12 @@ class PlacementStore(Protocol):
         """Store a new placement, placed (GPUs, port, quota, ``created`` event) or
         pending (``pending`` event): :class:`Written`, :class:`JobTaken`,
         :class:`OverQuota` or :class:`NoFreePort`."""
+
+    async def create_many(
+        self, batch: Sequence[tuple[Placement, PlacementRequest]], ports: PortRange
+    ) -> list[WriteOutcome | None]:
+        """:meth:`create` for each, in one transaction, outcomes in order; None: a GPU or
+        port another live placement holds (that placement alone is not written)."""
 
     async def promote(self, placement: Placement, now_ms: int, ports: PortRange) -> WriteOutcome:
         """Give a pending placement its GPUs: :class:`Written`, :class:`NotPending`,

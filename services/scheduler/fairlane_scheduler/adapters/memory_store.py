@@ -6,6 +6,7 @@ judged on what is committed) and the events each change writes; nothing is durab
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import replace
 
 from fairlane_events.records import PlacementEvent
@@ -41,6 +42,7 @@ class MemoryStore:
         self.quota_rows: dict[str, Quota] = {}
         self.cordons: dict[str, str] = {}
         self.writes = 0  # create and promote calls, to count round trips
+        self.batches: list[int] = []  # the size of each create_many call
 
     def _live(self) -> list[Placement]:
         return [p for p in self.placements.values() if p.is_live]
@@ -77,7 +79,12 @@ class MemoryStore:
         self, placement: Placement, request: PlacementRequest, ports: PortRange
     ) -> WriteOutcome:
         self.writes += 1
-        if await self.find_job(placement.namespace, placement.job_id) is not None:
+        return self._create(placement, request, ports)
+
+    def _create(
+        self, placement: Placement, request: PlacementRequest, ports: PortRange
+    ) -> WriteOutcome:
+        if self._job(placement.namespace, placement.job_id) is not None:
             return JobTaken()
         outcome: WriteOutcome = Written(placement)
         if placement.is_live:
@@ -87,6 +94,19 @@ class MemoryStore:
             kind: EventKind = "created" if placement.is_live else "pending"
             self._record(outcome.placement, kind, placement.created_at_ms)
         return outcome
+
+    async def create_many(
+        self, batch: Sequence[tuple[Placement, PlacementRequest]], ports: PortRange
+    ) -> list[WriteOutcome | None]:
+        self.writes += 1
+        self.batches.append(len(batch))
+        outcomes: list[WriteOutcome | None] = []
+        for placement, request in batch:
+            try:
+                outcomes.append(self._create(placement, request, ports))
+            except AllocationConflictError:
+                outcomes.append(None)
+        return outcomes
 
     async def promote(self, placement: Placement, now_ms: int, ports: PortRange) -> WriteOutcome:
         self.writes += 1
@@ -113,6 +133,9 @@ class MemoryStore:
         return self.placements.get(placement_id)
 
     async def find_job(self, namespace: str, job_id: str) -> Placement | None:
+        return self._job(namespace, job_id)
+
+    def _job(self, namespace: str, job_id: str) -> Placement | None:
         found = (
             p for p in self.placements.values() if (p.namespace, p.job_id) == (namespace, job_id)
         )

@@ -7,7 +7,7 @@ functions of migration 0007); asyncpg prepares each statement once per connectio
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -49,6 +49,25 @@ _HOLDINGS = """SELECT p.id::text AS id, p.namespace, p.master_node, p.master_por
     WHERE p.state = 'placed' GROUP BY p.id"""
 
 
+def _place_args(placement: Placement, request: PlacementRequest) -> list[Any]:
+    """fairlane_place's arguments but the port range (0007; 0008 takes them as JSON)."""
+    kind: EventKind = "created" if placement.is_live else "pending"
+    writes = write_args(placement, kind, placement.created_at_ms)
+    return [
+        placement.id,
+        placement.namespace,
+        placement.job_id,
+        request_to_json(request).decode(),
+        placement.fingerprint,
+        placement.state,
+        utc(placement.created_at_ms),
+        lease_of(placement),
+        request.priority,
+        placement.fallback,
+        *writes,
+    ]
+
+
 class PostgresStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -74,26 +93,23 @@ class PostgresStore:
     async def create(
         self, placement: Placement, request: PlacementRequest, ports: PortRange
     ) -> WriteOutcome:
-        kind: EventKind = "created" if placement.is_live else "pending"
-        writes = write_args(placement, kind, placement.created_at_ms)
-        (row,) = await self._fetch(
-            _PLACE,
-            placement.id,
-            placement.namespace,
-            placement.job_id,
-            request_to_json(request).decode(),
-            placement.fingerprint,
-            placement.state,
-            utc(placement.created_at_ms),
-            lease_of(placement),
-            request.priority,
-            placement.fallback,
-            *writes[:2],
+        args = _place_args(placement, request)
+        (row,) = await self._fetch(_PLACE, *args[:12], ports.first, ports.last, *args[12:])
+        return outcome_of(row, placement)
+
+    async def create_many(
+        self, batch: Sequence[tuple[Placement, PlacementRequest]], ports: PortRange
+    ) -> list[WriteOutcome | None]:
+        rows = await self._fetch(
+            "SELECT * FROM fairlane_place_batch($1::jsonb, $2, $3) ORDER BY i",
+            orjson.dumps([_place_args(p, r) for p, r in batch]).decode(),
             ports.first,
             ports.last,
-            *writes[2:],
         )
-        return outcome_of(row, placement)
+        return [
+            None if row["outcome"] == "conflict" else outcome_of(row, placement)
+            for row, (placement, _) in zip(rows, batch, strict=True)
+        ]
 
     async def promote(self, placement: Placement, now_ms: int, ports: PortRange) -> WriteOutcome:
         writes = write_args(placement, "created", now_ms)
