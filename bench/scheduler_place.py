@@ -167,6 +167,8 @@ async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
             await asyncio.sleep(0.5)
         result["rss_mib"] = rss_mib()
         result["view_gpus"] = len(fleet)  # the topic keeps earlier sizes' fleets too
+        service = app.state.runtime.service
+        writes_before, carried_before = service.group_commits
         profile = cProfile.Profile() if args.profile else None
         cpu_started = time.process_time()
         if profile is not None:
@@ -175,6 +177,8 @@ async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
         if profile is not None:
             profile.disable()
             profile.dump_stats(f"{args.profile}.{gpus}")
+        writes, carried = service.group_commits
+        result["per_write"] = (carried - carried_before) / max(writes - writes_before, 1)
         result["cpu_ms_per_pair"] = (
             1000 * (time.process_time() - cpu_started) / max(result["placed"], 1)
         )
@@ -233,6 +237,7 @@ async def main() -> None:
             f"POST p50 {r['p50_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms "
             f"(1 client: p50 {r['one_p50_ms']:.1f} ms p99 {r['one_p99_ms']:.1f} ms), "
             f"CPU {r['cpu_ms_per_pair']:.2f} ms per pair (process, clients included), "
+            f"{r['per_write']:.1f} placements per write, "
             f"RSS {r['rss_mib']:.0f} MiB with {r['view_gpus']:,} GPUs in the view"
         )
         if "extender_p99_ms" in r:

@@ -33,7 +33,8 @@ class GroupCommit:
         self._queued: list[_Waiter] = []
         self._flusher: asyncio.Task[None] | None = None  # the batch still taking requests
         self._in_flight: set[asyncio.Task[None]] = set()  # the loop keeps weak references
-        self.batches = 0  # writes issued, to compare with the placements they carried
+        self.batches = 0  # writes issued
+        self.placements = 0  # placements they carried
 
     async def create(self, placement: Placement, request: PlacementRequest) -> WriteOutcome:
         """As :meth:`PlacementStore.create`, in the next batch."""
@@ -49,6 +50,7 @@ class GroupCommit:
     async def _flush(self) -> None:
         batch, self._queued, self._flusher = self._queued, [], None
         self.batches += 1
+        self.placements += len(batch)
         await self._write(batch)
 
     async def _write(self, batch: list[_Waiter]) -> None:

@@ -70,6 +70,11 @@ class PlacementService:
         self.conflicts = 0  # writes Postgres refused for a GPU or port (then retried)
 
     @property
+    def group_commits(self) -> tuple[int, int]:
+        """Placement writes issued so far, and the placements they carried."""
+        return self._commits.batches, self._commits.placements
+
+    @property
     def allocated(self) -> Collection[str]:
         """GPUs live placements hold or this replica is writing (a live view)."""
         return self.ledger.gpus
