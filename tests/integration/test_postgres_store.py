@@ -13,7 +13,7 @@ from fairlane_scheduler.adapters.migrations import (
     load_migrations,
 )
 from fairlane_scheduler.adapters.outbox import OutboxRelay
-from fairlane_scheduler.adapters.pg_pool import connect_pool
+from fairlane_scheduler.adapters.pg_pool import connect_pool, keeps_session_state
 from fairlane_scheduler.adapters.store import PostgresStore
 from fairlane_scheduler.api.deps import SchedulerMetrics
 from fairlane_scheduler.core.ledger import Holding
@@ -69,6 +69,25 @@ REQUEST = PlacementRequest(
 )
 P1 = "00000000-0000-0000-0000-000000000001"
 P2 = "00000000-0000-0000-0000-000000000002"
+
+
+async def test_the_pool_resets_only_sessions_marked_as_keeping_state(database_url: str) -> None:
+    """No reset statement on release (it doubled each placement's round trips), except
+    for a session marked as holding state: its advisory lock does not outlive it."""
+    pool = await connect_pool(database_url, min_size=1, max_size=1)
+    held = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+    try:
+        async with pool.acquire() as conn:
+            await conn.execute("SET application_name = 'unreset'")
+        async with pool.acquire() as conn:  # the same session, not reset
+            assert await conn.fetchval("SHOW application_name") == "unreset"
+            keeps_session_state(conn)
+            await conn.execute("SELECT pg_advisory_lock(42)")
+        async with pool.acquire() as conn:
+            assert await conn.fetchval(held) == 0
+            assert await conn.fetchval("SHOW application_name") != "unreset"
+    finally:
+        await pool.close()
 
 
 async def test_migrations_apply_once_and_detect_edits(database_url: str) -> None:
