@@ -53,6 +53,7 @@ class DashboardFeed:
         self.history = ScoreHistory()
         self.watchers = 0
         self.latest: Frame | None = None
+        self._seq = 0  # frames drawn so far
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
 
@@ -73,8 +74,12 @@ class DashboardFeed:
     async def tick(self) -> None:
         """Record the scores' history; draw a new frame if a page is open."""
         self.history.observe(self._fleet.drain_changed())  # not all 100k records a second
-        if self.watchers == 0 and self.latest is not None:
+        if self.watchers == 0:  # no page open: hold no frame (a cell per GPU, 19 MiB at 100k)
+            self.latest = None
             return
+        await self._draw()
+
+    async def _draw(self) -> None:
         now = self._clock_ms()
         states = fleet_gpu_states(self._fleet, self._allocated(), self.policy, now)
         rows = {node: [cell(g) for g in gpus] for node, gpus in states.items()}
@@ -87,7 +92,7 @@ class DashboardFeed:
         else:
             self._outage.succeeded()
         frame = Frame(
-            seq=(last.seq + 1) if last else 1,
+            seq=self._seq + 1,
             ts_ms=now,
             rows=rows,
             placements=placements,
@@ -95,6 +100,7 @@ class DashboardFeed:
             counters=dict(self._counters()),
         )
         async with self._changed:
+            self._seq = frame.seq
             self.latest = frame
             self._changed.notify_all()
 
@@ -109,6 +115,8 @@ class DashboardFeed:
         frames rather than queueing them: the next diff covers what it missed)."""
         self.watchers += 1
         try:
+            if self.latest is None:  # the first page since none was open: draw one now
+                await self._draw()
             seen = 0
             while True:
                 frame = await self._next(seen)
