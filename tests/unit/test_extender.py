@@ -7,8 +7,9 @@ import pytest
 from fastapi import FastAPI
 
 from fairlane_scheduler.api.extender import ExtenderState, router
-from fairlane_scheduler.core.extender import GangAsk, NodeSlots, Verdicts, judge_nodes
+from fairlane_scheduler.core.extender import GangAsk, Verdicts, judge_nodes
 from fairlane_scheduler.core.fleet import FleetView
+from fairlane_scheduler.core.node_summary import NodeSummaries
 from fairlane_scheduler.core.placement import JobShape, PlacementPolicy
 from fairlane_scheduler.core.pod import PodError, pod_gang, pod_shape
 from fairlane_scheduler.core.pod_ledger import PodGpus, PodLedger
@@ -102,12 +103,13 @@ def judge(
     gang: GangAsk | None = None,
     now_ms: int = NOW,
 ) -> Verdicts:
+    for gpu in allocated:
+        fleet.hold(gpu)
     return judge_nodes(
         fleet,
-        NodeSlots(),
+        NodeSummaries(),
         shape=shape,
         policy=POLICY,
-        allocated=allocated,
         held=held,
         now_ms=now_ms,
         node_names=names,
@@ -169,17 +171,16 @@ def test_prioritize_ranks_the_survivors_from_the_filters_answer() -> None:
 def test_a_node_with_5_qualifying_gpus_takes_two_2_gpu_pods_not_four() -> None:
     """The reproduction of issue 10: 8 GPUs, 3 below the threshold."""
     fleet = fleet_of(node("n", [0.9] * 5 + [0.4] * 3))
-    ledger, slots = PodLedger(), NodeSlots()
+    ledger, summaries = PodLedger(), NodeSummaries()
     bound = 0
     for i in range(4):
         uid = f"pod-{i}"
         held = ledger.held(fleet.node_id, len(fleet.nodes), NOW, exclude=uid)
         verdicts = judge_nodes(
             fleet,
-            slots,
+            summaries,
             shape=JobShape(2),
             policy=POLICY,
-            allocated=frozenset(),
             held=held,
             now_ms=NOW,
             node_names=["n"],

@@ -1,0 +1,103 @@
+"""Why a node cannot take a pod, in words that name the state of its GPUs (pure): held
+by placements, cordoned, stale, of the wrong model or size, a score below the threshold
+("score 0.58 < 0.65"), cooling until a time, held by Kubernetes pods. The numbers are
+taken for all failing nodes at once, and equal reasons are written once."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from fairlane_scheduler.core.fleet import NEVER, FleetView
+from fairlane_scheduler.core.node_summary import (
+    ALLOCATED,
+    BELOW,
+    COOLING,
+    CORDONED,
+    FREE,
+    STALE,
+    STATIC,
+)
+
+__all__ = ["explain"]
+
+_LABELS = (
+    (ALLOCATED, "placed by Fairlane"),
+    (CORDONED, "cordoned"),
+    (STALE, "stale"),
+    (STATIC, "not of an allowed model and size"),
+)
+
+
+def explain(
+    fleet: FleetView,
+    threshold: float,
+    *,
+    want: int,
+    names: Sequence[str],
+    known: npt.NDArray[np.bool_],
+    state: npt.NDArray[np.int8],
+    rows: npt.NDArray[np.intp],
+    taken: npt.NDArray[np.int64],
+    reasons: dict[str, str],
+) -> None:
+    """A reason in ``reasons`` for each of ``names`` that has none yet, from its GPUs'
+    states (a row per node, -1 padding), fleet rows, and GPUs held by Kubernetes pods."""
+    present = state >= 0
+    safe = np.where(present, rows, 0)
+    usable = present & (state != STATIC)
+    n_usable = usable.sum(axis=1)
+    n_healthy = (usable & (fleet.score[safe] > 0)).sum(axis=1)
+    counts = np.stack([(state == code).sum(axis=1) for code, _ in _LABELS], axis=1)
+    below = state == BELOW
+    best_below = np.where(below, fleet.score[safe], -np.inf).max(axis=1)
+    cooling = state == COOLING
+    back = np.where(cooling, fleet.recovered_ms[safe], NEVER).max(axis=1)
+    free = (state == FREE).sum(axis=1) - taken
+    window_ms = round(fleet.stability.window_s * 1000)
+    keys = zip(
+        known.tolist(),
+        n_usable.tolist(),
+        n_healthy.tolist(),
+        map(tuple, counts.tolist()),
+        below.sum(axis=1).tolist(),
+        np.round(best_below, 2).tolist(),
+        cooling.sum(axis=1).tolist(),
+        (back // 1000).tolist(),
+        taken.tolist(),
+        free.tolist(),
+        strict=True,
+    )
+    written: dict[tuple[Any, ...], str] = {}
+    for name, key in zip(names, keys, strict=True):
+        if name in reasons:  # a gang's reason, already written
+            continue
+        if (text := written.get(key)) is None:
+            text = written[key] = _reason(key, want, threshold, window_ms)
+        reasons[name] = text
+
+
+def _reason(key: tuple[Any, ...], want: int, threshold: float, window_ms: int) -> str:
+    known, usable, healthy, counts, below, best, cooling, back_s, taken, free = key
+    if not known:
+        return "no GPU scores from Fairlane for this node"
+    if usable < want:
+        return f"{usable} GPUs of an allowed model and size, need {want}"
+    if healthy < want:
+        return f"{healthy} healthy GPUs, need {want}"
+    parts = [f"{c} {label}" for c, (_, label) in zip(counts, _LABELS, strict=True) if c]
+    if below:
+        parts.append(f"{below} score {best:.2f} < {threshold:.2f}")
+    if cooling:
+        parts.append(f"{cooling} cooling until {_utc(back_s * 1000 + window_ms)}")
+    if taken:
+        parts.append(f"{taken} held by Kubernetes pods")
+    return f"{max(free, 0)} of {want} GPUs free to take ({', '.join(parts)})"
+
+
+def _utc(ms: int) -> str:
+    return time.strftime("%H:%M:%SZ", time.gmtime(ms / 1000))
