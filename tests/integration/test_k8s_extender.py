@@ -109,9 +109,11 @@ def test_a_throttled_node_is_avoided_until_it_recovers(stack: FairlaneStack) -> 
     assert "score" in message or "cooling" in message, message
     assert kube.node_of("big-1") is None
     wait_for("node 1 readmitted", lambda: stack.gpu_states(1).get("free") == 8, 150)
-    annotations = lambda: kube.ok("GET", f"/api/v1/nodes/{stack.node(1)}")["metadata"].get(  # noqa: E731
-        "annotations"
-    )
+
+    def annotations() -> dict[str, str]:
+        node = kube.ok("GET", f"/api/v1/nodes/{stack.node(1)}")
+        return dict(node["metadata"].get("annotations") or {})
+
     bound_to = wait_for(
         "big-1 bound after the recovery", lambda: kube.node_of("big-1"), 60, why=annotations
     )
