@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from fairlane_events.gpu_models import find_model
 from fairlane_events.records import GpuScore
+from fairlane_scheduler.core.score_records import ScoreRecords
 
 __all__ = ["NEVER", "FleetView", "StabilityPolicy"]
 
@@ -34,7 +35,7 @@ class StabilityPolicy:
 class FleetView:
     def __init__(self, stability: StabilityPolicy | None = None, capacity: int = 1024) -> None:
         self.stability = stability or StabilityPolicy()
-        self.records: dict[str, GpuScore] = {}
+        self.records = ScoreRecords()
         self.row: dict[str, int] = {}
         self.uuids: list[str] = []
         self.nodes: list[str] = []  # node id -> name
@@ -71,15 +72,15 @@ class FleetView:
         return self._n
 
     @property
-    def gpus(self) -> dict[str, GpuScore]:
+    def gpus(self) -> ScoreRecords:
         return self.records
 
     def apply(self, score: GpuScore) -> bool:
         """Take ``score`` if it is newer than what is held; say whether it was taken."""
-        held = self.records.get(score.uuid)
-        if held is not None and held.ts_ms > score.ts_ms:
+        held_ms = self.records.ts_ms(score.uuid)
+        if held_ms is not None and held_ms > score.ts_ms:
             return False
-        self.records[score.uuid] = score
+        self.records.put(score)
         self._changed.add(score.uuid)
         r = self.row.get(score.uuid)
         if r is None:
