@@ -19,3 +19,11 @@ def test_a_record_reads_back_equal_and_is_not_walked_by_the_collector() -> None:
     older = gpu_score(uuid="GPU-1", score=0.1, ts_ms=record.ts_ms - 1)
     assert not fleet.apply(older)
     assert fleet.records["GPU-1"].score == record.score
+
+
+def test_fields_and_components_are_read_without_the_models() -> None:
+    fleet = FleetView()
+    fleet.apply(gpu_score(uuid="GPU-1", index=3, components={"health_gate": 0.0}))
+    fleet.apply(gpu_score(uuid="GPU-2", components={}))
+    assert list(fleet.records.columns("uuid", "index")) == [("GPU-1", 3), ("GPU-2", 0)]
+    assert list(fleet.records.component("health_gate")) == [0.0, None]

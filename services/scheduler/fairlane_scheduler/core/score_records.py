@@ -39,6 +39,13 @@ def _unpack(packed: tuple[Any, ...]) -> GpuScore:
     return GpuScore.model_construct(**values)
 
 
+def _component(packed: tuple[Any, ...], name: str) -> Any:
+    for i in range(_N, len(packed), 2):
+        if packed[i] == name:
+            return packed[i + 1]
+    return None
+
+
 class ScoreRecords(Mapping[str, GpuScore]):
     """uuid -> the GPU's latest record, read-only to everyone but the fleet view."""
 
@@ -61,6 +68,16 @@ class ScoreRecords(Mapping[str, GpuScore]):
         """When the held record of ``uuid`` was taken (None: no record)."""
         packed = self._packed.get(uuid)
         return None if packed is None else int(packed[_TS])
+
+    def columns(self, *names: str) -> Iterator[tuple[Any, ...]]:
+        """These fields of every record, without building the models (a metrics scrape
+        reads all 100,000)."""
+        at = [_FIELDS.index(name) for name in names]
+        return (tuple(packed[i] for i in at) for packed in self._packed.values())
+
+    def component(self, name: str) -> Iterator[Any]:
+        """Component ``name`` of every record (None where it has none)."""
+        return (_component(packed, name) for packed in self._packed.values())
 
     def put(self, score: GpuScore) -> None:
         self._packed[score.uuid] = _pack(score)
