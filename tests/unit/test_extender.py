@@ -8,6 +8,7 @@ from fastapi import FastAPI
 
 from fairlane_scheduler.api.extender import ExtenderState, router
 from fairlane_scheduler.core.extender import GangAsk, Verdicts, judge_nodes
+from fairlane_scheduler.core.extender_reasons import _distinct_rows
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.node_summary import NodeSummaries
 from fairlane_scheduler.core.placement import JobShape, PlacementPolicy
@@ -242,3 +243,13 @@ def test_kubernetes_settings_that_cannot_work_are_refused() -> None:
     with pytest.raises(ValueError, match="needs kube_token_file"):
         SchedulerSettings(auth_disabled=True, kube_api_url="https://127.0.0.1:6443")
     assert SchedulerSettings(auth_disabled=True, kube_api_url="in-cluster").kube_api_url
+
+
+@pytest.mark.parametrize("wide", [1, 2000])  # one int64 code; rows too wide for one
+def test_equal_reason_keys_are_grouped_exactly(wide: int) -> None:
+    rng = np.random.default_rng(3)
+    keys = rng.integers(0, 3, size=(400, 13)) * wide
+    keys[:, 11] = rng.choice([-(2**53), 1_700_000_000], size=400)  # a time, or none
+    first, which = _distinct_rows(keys)
+    assert (keys[first][which] == keys).all()  # each row is its group's row
+    assert len(first) == len({tuple(row) for row in keys.tolist()})

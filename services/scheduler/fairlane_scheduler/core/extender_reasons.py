@@ -5,9 +5,9 @@ taken for all failing nodes at once, and equal reasons are written once."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -46,7 +46,8 @@ def explain(
     reasons: dict[str, str],
 ) -> None:
     """A reason in ``reasons`` for each of ``names`` that has none yet, from its GPUs'
-    states (a row per node, -1 padding), fleet rows, and GPUs held by Kubernetes pods."""
+    states (a row per node, -1 padding), fleet rows, and GPUs held by Kubernetes pods. The
+    numbers are columns over all of them; each distinct reason is formatted once."""
     present = state >= 0
     safe = np.where(present, rows, 0)
     usable = present & (state != STATIC)
@@ -54,35 +55,52 @@ def explain(
     n_healthy = (usable & (fleet.score[safe] > 0)).sum(axis=1)
     counts = np.stack([(state == code).sum(axis=1) for code, _ in _LABELS], axis=1)
     below = state == BELOW
-    best_below = np.where(below, fleet.score[safe], -np.inf).max(axis=1)
+    best_below = np.where(below, fleet.score[safe], -1.0).max(axis=1)
     cooling = state == COOLING
     back = np.where(cooling, fleet.recovered_ms[safe], NEVER).max(axis=1)
     free = (state == FREE).sum(axis=1) - taken
     window_ms = round(fleet.stability.window_s * 1000)
-    keys = zip(
-        known.tolist(),
-        n_usable.tolist(),
-        n_healthy.tolist(),
-        map(tuple, counts.tolist()),
-        below.sum(axis=1).tolist(),
-        np.round(best_below, 2).tolist(),
-        cooling.sum(axis=1).tolist(),
-        (back // 1000).tolist(),
-        taken.tolist(),
-        free.tolist(),
-        strict=True,
-    )
-    written: dict[tuple[Any, ...], str] = {}
-    for name, key in zip(names, keys, strict=True):
-        if name in reasons:  # a gang's reason, already written
-            continue
-        if (text := written.get(key)) is None:
-            text = written[key] = _reason(key, want, threshold, window_ms)
-        reasons[name] = text
+    keys = np.column_stack(
+        [
+            known,
+            n_usable,
+            n_healthy,
+            counts,
+            below.sum(axis=1),
+            np.rint(best_below * 100),  # the score as written, in hundredths
+            cooling.sum(axis=1),
+            back // 1000,
+            taken,
+            free,
+        ]
+    ).astype(np.int64)
+    first, which = _distinct_rows(keys)
+    texts = [_reason(key, want, threshold, window_ms) for key in keys[first].tolist()]
+    written = dict(zip(names, map(texts.__getitem__, which.tolist()), strict=True))
+    reasons.update(written | reasons)  # a gang's reason, already written, stays
 
 
-def _reason(key: tuple[Any, ...], want: int, threshold: float, window_ms: int) -> str:
-    known, usable, healthy, counts, below, best, cooling, back_s, taken, free = key
+def _distinct_rows(
+    keys: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """Where each distinct row first appears, and which distinct row each row is: the
+    columns as the digits of one number (their ranges are small), one 1-D ``unique``
+    (a row-wise one sorts 20 times slower at 2,000 failed nodes)."""
+    digits = keys - keys.min(axis=0)
+    for wide in np.flatnonzero(digits.max(axis=0) > 4096).tolist():  # a time: its rank
+        digits[:, wide] = np.unique(digits[:, wide], return_inverse=True)[1].ravel()
+    radix = digits.max(axis=0) + 1
+    if math.prod(radix.tolist()) >= 2**62:  # too wide for one int64: compare rows
+        _, first, which = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        return first, which.ravel()
+    place = np.cumprod(np.r_[1, radix[:-1]])
+    code = (digits * place).sum(axis=1)
+    _, first, which = np.unique(code, return_index=True, return_inverse=True)
+    return first, which
+
+
+def _reason(key: list[int], want: int, threshold: float, window_ms: int) -> str:
+    known, usable, healthy, *counts, below, best, cooling, back_s, taken, free = key
     if not known:
         return "no GPU scores from Fairlane for this node"
     if usable < want:
@@ -91,7 +109,7 @@ def _reason(key: tuple[Any, ...], want: int, threshold: float, window_ms: int) -
         return f"{healthy} healthy GPUs, need {want}"
     parts = [f"{c} {label}" for c, (_, label) in zip(counts, _LABELS, strict=True) if c]
     if below:
-        parts.append(f"{below} score {best:.2f} < {threshold:.2f}")
+        parts.append(f"{below} score {best / 100:.2f} < {threshold:.2f}")
     if cooling:
         parts.append(f"{cooling} cooling until {_utc(back_s * 1000 + window_ms)}")
     if taken:
