@@ -5,6 +5,7 @@ taken for all failing nodes at once, and equal reasons are written once."""
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Sequence
@@ -75,7 +76,7 @@ def explain(
         ]
     ).astype(np.int64)
     first, which = _distinct_rows(keys)
-    texts = [_reason(key, want, threshold, window_ms) for key in keys[first].tolist()]
+    texts = [_reason(tuple(key), want, threshold, window_ms) for key in keys[first].tolist()]
     written = dict(zip(names, map(texts.__getitem__, which.tolist()), strict=True))
     reasons.update(written | reasons)  # a gang's reason, already written, stays
 
@@ -99,7 +100,8 @@ def _distinct_rows(
     return first, which
 
 
-def _reason(key: list[int], want: int, threshold: float, window_ms: int) -> str:
+@functools.lru_cache(maxsize=8192)  # the same states come back call after call
+def _reason(key: tuple[int, ...], want: int, threshold: float, window_ms: int) -> str:
     known, usable, healthy, *counts, below, best, cooling, back_s, taken, free = key
     if not known:
         return "no GPU scores from Fairlane for this node"
