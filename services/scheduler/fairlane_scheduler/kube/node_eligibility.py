@@ -20,14 +20,13 @@ until its count changes again.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 
 import numpy as np
 
 from fairlane_runtime.outage import OutageLog
+from fairlane_runtime.periodic import Periodic
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.node_summary import FREE, NodeSummaries
 from fairlane_scheduler.core.placement import PlacementPolicy
@@ -42,6 +41,8 @@ _MERGE_PATCH = "application/merge-patch+json"
 
 
 class EligibilityAnnotator:
+    """``start()`` and ``stop()`` run :meth:`annotate` every ``interval_s``."""
+
     def __init__(
         self,
         client: KubeClient,
@@ -58,31 +59,9 @@ class EligibilityAnnotator:
         self._summaries = summaries
         self._policy = policy
         self._clock_ms = clock_ms
-        self._outage = outage
-        self._interval_s = interval_s
         self._written: dict[str, int] = {}  # node -> the count it carries (or 404'd with)
-        self._task: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="node-eligibility")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.annotate()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - sorted by OutageLog; the loop goes on
-                self._outage.record(exc)
-            else:
-                self._outage.succeeded()
-            await asyncio.sleep(self._interval_s)
+        loop = Periodic("node-eligibility", self.annotate, interval_s, outage)
+        self.start, self.stop = loop.start, loop.stop
 
     async def annotate(self) -> None:
         """Write the count of every node whose count changed."""
