@@ -3,7 +3,7 @@
 import asyncio
 import logging
 
-from fairlane_events.errors import ServerUnavailableError
+from fairlane_runtime.errors import ServerUnavailableError
 from fairlane_runtime.outage import OutageLog
 from fairlane_runtime.periodic import Periodic
 
@@ -17,7 +17,7 @@ class _Counter:
 
 
 async def test_a_failing_step_is_recorded_and_tried_again() -> None:
-    failures, calls = _Counter(), []
+    failures, calls = _Counter(), list[int]()
 
     async def step() -> None:
         calls.append(len(calls))
