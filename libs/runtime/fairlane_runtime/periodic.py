@@ -5,34 +5,35 @@ lines per outage, not one per attempt) and tried again one interval later."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 
+from fairlane_runtime.background import BackgroundLoop
 from fairlane_runtime.outage import OutageLog
 
 __all__ = ["Periodic"]
 
 
-class Periodic:
+class Periodic(BackgroundLoop):
     def __init__(
-        self, name: str, step: Callable[[], Awaitable[None]], interval_s: float, outage: OutageLog
+        self,
+        name: str,
+        step: Callable[[], Awaitable[None]],
+        interval_s: float,
+        outage: OutageLog,
+        *,
+        wait_first: bool = False,
     ) -> None:
-        self._name = name
+        """``wait_first``: the first step comes one interval after :meth:`start` (for a
+        caller that took one step itself before starting)."""
+        super().__init__(name)
         self._step = step
         self._interval_s = interval_s
         self._outage = outage
-        self._task: asyncio.Task[None] | None = None
+        self._wait_first = wait_first
 
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name=self._name)
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _run(self) -> None:
+    async def run(self) -> None:
+        if self._wait_first:
+            await asyncio.sleep(self._interval_s)
         while True:
             try:
                 await self._step()

@@ -10,10 +10,10 @@ opened later still has the recent past to chart).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Mapping, Sequence
 
+from fairlane_runtime.background import BackgroundLoop
 from fairlane_runtime.outage import OutageLog
 from fairlane_scheduler.core.dashboard import Frame, ScoreHistory, cell
 from fairlane_scheduler.core.fleet import FleetView
@@ -29,7 +29,7 @@ log = logging.getLogger("fairlane.scheduler.dashboard")
 PlacementLists = Callable[[], Awaitable[tuple[Sequence[Placement], Sequence[Placement]]]]
 
 
-class DashboardFeed:
+class DashboardFeed(BackgroundLoop):
     def __init__(
         self,
         *,
@@ -42,6 +42,7 @@ class DashboardFeed:
         outage: OutageLog,
         interval_s: float = 1.0,
     ) -> None:
+        super().__init__("dashboard-feed")
         self._fleet = fleet
         self._allocated = allocated
         self.policy = policy
@@ -55,18 +56,8 @@ class DashboardFeed:
         self.latest: Frame | None = None
         self._seq = 0  # frames drawn so far
         self._changed = asyncio.Condition()
-        self._task: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="dashboard-feed")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _run(self) -> None:
+    async def run(self) -> None:
         while True:
             await self.tick()
             await asyncio.sleep(self._interval_s)
