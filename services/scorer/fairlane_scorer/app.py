@@ -30,6 +30,7 @@ from fairlane_events import topics
 from fairlane_events.topics import TopicSpec
 from fairlane_runtime.kafka_security import KafkaSecurity
 from fairlane_scorer.agents import ScoringAgents, now_ms
+from fairlane_scorer.consumer import install_transport
 from fairlane_scorer.delivery import BatchHandler, Deliveries, one_by_one, process_in_batches
 from fairlane_scorer.metrics import ScorerMetrics
 from fairlane_scorer.settings import ScorerSettings
@@ -91,7 +92,7 @@ def faust_credentials(security: KafkaSecurity) -> dict[str, Any]:
 
 
 def _faust_app(settings: ScorerSettings) -> faust.App:
-    return faust.App(
+    app = faust.App(
         settings.app_id,
         broker=_broker_urls(settings.kafka_bootstrap_servers),
         **faust_credentials(settings.kafka_security()),
@@ -110,6 +111,8 @@ def _faust_app(settings: ScorerSettings) -> faust.App:
         web_bind=settings.web_bind,
         web_in_thread=False,
     )
+    install_transport(app)  # commits only acknowledged offsets (fairlane_scorer.consumer)
+    return app
 
 
 def _agents(app: faust.App, settings: ScorerSettings, metrics: ScorerMetrics) -> ScoringAgents:
