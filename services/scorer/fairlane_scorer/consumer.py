@@ -11,8 +11,8 @@ committed offset while the records after it are already queued for the agent. Th
 record fetched past them opens a "gap" made of records in flight, and the commit walks
 through it (one offset per commit while the acknowledged ones overlap it, then to its
 end) whether they were processed or not. A worker SIGKILLed then, or a rebalance that
-clears the agent's queue, left a committed offset ahead of the changelog, and the next
-owner never saw those records (docs/scoring.md, "Known limits").
+clears the agent's queue, could leave a committed offset ahead of the changelog, and the
+next owner would never see those records (docs/scoring.md, "Known limits").
 
 The scorer's input topics have no holes (non-transactional producers, delete
 retention), so a jump is only ever that rewind: this consumer records no gap, and the
