@@ -3,8 +3,9 @@
 ``create_app(settings)`` is the composition root; nothing here runs at import time.
 Records are read as raw bytes and decoded by the wire contract, so a malformed record is
 dead-lettered and counted instead of crashing the stream; :mod:`fairlane_scorer.agents`
-says what happens to each batch (``Stream.noack_take``: Faust's batch facility, acked
-only once delivered, :mod:`fairlane_scorer.delivery`).
+says what happens to each batch (:mod:`fairlane_scorer.batches`: the scorer's own
+batching, reported processed only once delivered; :mod:`fairlane_scorer.consumer`
+commits only contiguous runs of processed offsets).
 
 Tables, both co-partitioned with ``fairlane.node-samples.v1`` (key = node):
 
@@ -30,8 +31,9 @@ from fairlane_events import topics
 from fairlane_events.topics import TopicSpec
 from fairlane_runtime.kafka_security import KafkaSecurity
 from fairlane_scorer.agents import ScoringAgents, now_ms
-from fairlane_scorer.consumer import install_transport
-from fairlane_scorer.delivery import BatchHandler, Deliveries, one_by_one, process_in_batches
+from fairlane_scorer.batches import Batches, BatchHandler, one_by_one
+from fairlane_scorer.consumer import ScorerConsumer, install_transport
+from fairlane_scorer.delivery import Deliveries
 from fairlane_scorer.metrics import ScorerMetrics
 from fairlane_scorer.settings import ScorerSettings
 
@@ -104,6 +106,9 @@ def _faust_app(settings: ScorerSettings) -> faust.App:
         # The staleness scan reads the table: only GPUs this worker owns may be in it.
         table_standby_replicas=0,
         consumer_auto_offset_reset="earliest",
+        # A rebalance waits for every record in flight (ScorerConsumer.processed) before
+        # the recovery reads the changelogs' high watermarks.
+        stream_wait_empty=True,
         broker_session_timeout=settings.session_timeout_s,
         broker_heartbeat_interval=min(3.0, settings.session_timeout_s / 3),
         web_enabled=True,
@@ -172,13 +177,15 @@ def create_app(settings: ScorerSettings, metrics: ScorerMetrics | None = None) -
     )
 
     def in_batches(stream: faust.StreamT[bytes], handle: BatchHandler) -> Awaitable[None]:
-        return process_in_batches(
-            stream,
+        batches = Batches(
             handle,
-            app.producer,
+            consumer=cast(ScorerConsumer, app.consumer),
+            producer=app.producer,
             max_records=settings.batch_max_records,
             within_s=settings.batch_within_s,
+            on_gap=metrics.delivery_gaps.inc,
         )
+        return batches.consume(stream)
 
     placements = app.topic(
         topics.PLACEMENTS,

@@ -1,43 +1,105 @@
-"""The worker's Kafka transport: Faust's aiokafka one, with a consumer that never counts
-an offset as processed before the scorer has acknowledged it.
+"""The worker's Kafka transport: Faust's aiokafka one, with a consumer that commits an
+offset only when every offset before it on its partition was processed by the scorer.
 
-Faust's fetch loop (``faust.transport.consumer.Consumer._drain_messages``) calls
-``_add_gap(tp, read + 1, offset)`` whenever a record is more than one offset past the last
-one it read, so that holes in a log (transaction markers, compaction) cannot hold the
-commit back; ``_new_offset`` then counts every offset of a gap as acknowledged. But the
-read offset also jumps back: ``perform_seek`` (run by ``Recovery.on_recovery_completed``
-after every rebalance, and by ``getmany`` when the flow is stopped) resets it to the
-committed offset while the records after it are already queued for the agent. The next
-record fetched past them opens a "gap" made of records in flight, and the commit walks
-through it (one offset per commit while the acknowledged ones overlap it, then to its
-end) whether they were processed or not. A worker SIGKILLed then, or a rebalance that
-clears the agent's queue, could leave a committed offset ahead of the changelog, and the
-next owner would never see those records (docs/scoring.md, "Known limits").
+Faust's own bookkeeping lets a commit pass records nobody processed, in four ways
+(``faust/transport/consumer.py`` and ``faust/streams.py``, faust-streaming 0.15.3;
+docs/scoring.md, "Rebalances and commits"):
 
-The scorer's input topics have no holes (non-transactional producers, delete
-retention), so a jump is only ever that rewind: this consumer records no gap, and the
-committed offset is the end of the run of offsets the agents acknowledged, each one
-only after what it produced was delivered (:mod:`fairlane_scorer.delivery`).
+1. *Skipped records count as acked.* ``Stream._py_aiter`` skips a record read while
+   flow control is suspended or from an older generation (every rebalance) and, in its
+   ``finally``, acks it (``do_ack or value is skipped_value``).
+2. *The head may be missing.* ``Consumer._new_offset`` refuses a commit only when
+   ``min(acked) - committed_offset > 1``, so the one record at the committed position
+   (the next one to read) may be unprocessed, and with no commit yet (or at 0) there is
+   no check at all.
+3. *Gap filling.* ``_drain_messages`` calls ``_add_gap`` on every jump in the offsets
+   read, and ``perform_seek`` makes such jumps out of records still queued.
+4. *No seek without a commit.* aiokafka's ``seek_to_committed`` seeks only partitions
+   with a committed offset above 0, so after a rebalance a partition never committed
+   goes on from wherever its fetcher was, past the records the rebalance cleared from
+   the agents' queues.
+
+So this consumer ignores Faust's acks altogether: the scorer's batches call
+:meth:`ScorerConsumer.processed` once what a record produced is delivered, the commit is
+the end of the contiguous run of processed offsets from the committed position
+(:class:`~fairlane_scorer.core.offsets.OffsetLedger`), and a partition without a commit
+is sought to its earliest offset, where a restart would begin. A record stays in Faust's
+``unacked`` set until processed, so a rebalance (``Consumer.wait_empty``) waits for
+every delivery in flight before the recovery reads the changelogs' high watermarks.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
 import faust
 from faust.transport.drivers import aiokafka as faust_aiokafka
-from faust.types import TP
+from faust.types import TP, Message
+from faust.types.transports import TPorTopicSet
+from mode.utils.futures import notify
 
-__all__ = ["install_transport"]
+from fairlane_scorer.core.offsets import OffsetLedger
+
+__all__ = ["ScorerConsumer", "install_transport"]
 
 
-class AckedOnlyConsumer(faust_aiokafka.Consumer):
+class ScorerConsumer(faust_aiokafka.Consumer):
+    ledger: OffsetLedger[TP]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.ledger = OffsetLedger()
+
+    def ack(self, message: Message) -> bool:
+        """Faust's acks (of records yielded *or skipped* by a stream) count for nothing."""
+        return False
+
+    def processed(self, messages: Iterable[Message]) -> None:
+        """These records are processed and everything they produced is delivered."""
+        for message in messages:
+            message.acked = True
+            self._unacked_messages.discard(message)
+            self.ledger.done(message.tp, message.offset)
+        notify(self._waiting_for_ack)
+
+    def _filter_tps_with_pending_acks(self, topics: TPorTopicSet | None = None) -> Iterator[TP]:
+        for tp in list(self.ledger.committable()):
+            if topics is None or tp in topics or tp.topic in topics:
+                yield tp
+
+    def _new_offset(self, tp: TP) -> int | None:
+        return self.ledger.advance(tp)
+
     async def _add_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
-        """Record nothing: a jump in the offsets read is a rewind, not a hole."""
+        """Record nothing: a jump in the offsets read is a rewind, not a hole (the
+        scorer's input topics have no transaction markers)."""
+
+    async def seek_to_committed(self) -> Mapping[TP, int]:
+        """Seek every assigned partition to its committed position (its earliest offset
+        where there is no commit yet) and make that its floor in the ledger."""
+        found = await super().seek_to_committed()
+        committed = {
+            TP(tp.topic, tp.partition): offset
+            for tp, offset in found.items()
+            if self.app.topics.acks_enabled_for(tp.topic)  # not the changelogs
+        }
+        fresh = [tp for tp, offset in committed.items() if not offset]  # None, or 0
+        if fresh:
+            earliest = await self.earliest_offsets(*fresh)
+            for tp in fresh:
+                committed[tp] = earliest[tp]
+                await self._seek(tp, committed[tp])
+        self.ledger.retain(committed)
+        for tp, offset in committed.items():
+            self.ledger.reset(tp, offset)
+        return {**found, **committed}
 
 
-class AckedOnlyTransport(faust_aiokafka.Transport):
-    Consumer = AckedOnlyConsumer
+class ScorerTransport(faust_aiokafka.Transport):
+    Consumer = ScorerConsumer
 
 
 def install_transport(app: faust.App) -> None:
     """Give ``app`` the transport above; before its consumer exists."""
-    app.transport = AckedOnlyTransport(app.conf.broker_consumer, app)
+    app.transport = ScorerTransport(app.conf.broker_consumer, app)

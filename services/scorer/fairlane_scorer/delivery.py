@@ -4,10 +4,11 @@ Faust commits the offsets of acked events and, before it commits, flushes its pr
 buffer; but that flush does not wait for a message already taken off the buffer and
 still on its way into aiokafka, and it gives up after 0.1 s without progress. A kill -9
 could then leave a committed offset ahead of the table's changelog, and the restarted
-worker would never see the lost samples again. So the agents read batches without
-automatic acks (``Stream.noack_take``), write table rows and records through
+worker would never see the lost samples again. So the agents' batches
+(:mod:`fairlane_scorer.batches`) write table rows and records through
 :class:`Deliveries`, wait until every one of them is acknowledged by the broker, and only
-then ack the batch's events: a committed offset always has its state in the changelog.
+then report the batch's records processed: a committed offset always has its state in
+the changelog.
 A record processed twice after a crash is harmless (samples not newer than a GPU's last
 one are ignored, placement events are idempotent).
 """
@@ -15,14 +16,13 @@ one are ignored, placement events are idempotent).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
 
-import faust
 from faust import Table
 from faust.types import ProducerT
 
-__all__ = ["BatchHandler", "Deliveries", "one_by_one", "process_in_batches"]
+__all__ = ["Deliveries"]
 
 
 class Deliveries:
@@ -71,36 +71,3 @@ class Deliveries:
         """Wait until the broker has acknowledged everything written so far."""
         futures, self._futures = self._futures, []
         await asyncio.gather(*futures)
-
-
-BatchHandler = Callable[[list[faust.EventT[Any]], Deliveries], Awaitable[None]]
-
-
-def one_by_one(handle: Callable[[faust.EventT[Any], Deliveries], Awaitable[None]]) -> BatchHandler:
-    """A batch handler that runs ``handle`` on each event in order."""
-
-    async def handle_all(events: list[faust.EventT[Any]], out: Deliveries) -> None:
-        for event in events:
-            await handle(event, out)
-
-    return handle_all
-
-
-async def process_in_batches(
-    stream: faust.StreamT[Any],
-    handle: BatchHandler,
-    producer: ProducerT,
-    *,
-    max_records: int,
-    within_s: float,
-) -> None:
-    """Run ``handle`` on each batch of events in order; ack a batch's events once what
-    they produced is delivered."""
-    if not isinstance(stream, faust.Stream):  # the interface lacks noack_take
-        raise TypeError(f"need a faust.Stream, got {type(stream).__name__}")
-    async for events in stream.noack_take(max_records, within=within_s):
-        deliveries = Deliveries(producer)
-        await handle(list(events), deliveries)
-        await deliveries.settle()
-        for event in events:
-            await stream.ack(event)
