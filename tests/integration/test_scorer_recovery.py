@@ -138,11 +138,6 @@ class PacedProducer:
             await asyncio.sleep(self.pause_s)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="after the gap fix, about 1 run in 5: a worker skips one record at a batch "
-    "boundary of its catch-up, or a fetch stalls (docs/scoring.md, 'Known limits')",
-)
 async def test_a_worker_joins_and_one_is_killed_while_records_flow(
     kafka_bootstrap: str, unique: str, tmp_path: Path
 ) -> None:

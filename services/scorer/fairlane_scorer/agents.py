@@ -25,7 +25,7 @@ from fairlane_events.dead_letter import dead_letter_for
 from fairlane_events.records import PlacementEvent
 from fairlane_scorer.core.allocations import allocations_of, apply_placement
 from fairlane_scorer.core.node_rows import NodeWindows, decode_node, encode_node
-from fairlane_scorer.core.records import model_speed, score_record
+from fairlane_scorer.core.records import model_speed, score_json
 from fairlane_scorer.core.step import decode_batch, score_batch
 from fairlane_scorer.core.window import GpuWindow, is_overdue, score_window
 from fairlane_scorer.delivery import Deliveries
@@ -117,7 +117,7 @@ class ScoringAgents:
         await out.send(
             self.scores.get_topic_name(),
             uuid.encode(),
-            encode(score_record(uuid, window, result)),
+            score_json(uuid, window, result),
             timestamp=result.ts_ms / 1000,
         )
         self.metrics.emitted.inc()

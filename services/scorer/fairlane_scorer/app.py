@@ -156,7 +156,10 @@ def _observe(
         metrics.processing_s.observe(per_record)
         metrics.record_age_s.observe(max(0.0, now - event.message.timestamp))
         last[event.message.tp] = event.message.offset
+    assigned = app.consumer.assignment()
     for tp, offset in last.items():
+        if tp not in assigned:  # a batch finished while its partition was given up
+            continue
         highwater = app.consumer.highwater(tp)
         if highwater is not None:
             metrics.lag.labels(str(tp.partition)).set(max(0, highwater - offset - 1))

@@ -5,34 +5,37 @@ task takes what the queue holds (up to ``max_records``, waiting at most ``within
 fill a batch), runs the handler, waits until the broker has acknowledged everything the
 batch produced (:class:`~fairlane_scorer.delivery.Deliveries`), and only then reports
 the batch's records processed to the consumer, whose commit never passes an offset that
-is not (:mod:`fairlane_scorer.consumer`). ``noack_take`` is not used: its buffer is
-filled by a stream processor that reads ``Stream.current_event`` and is cleared by the
-consumer of the batch, two tasks sharing one list (docs/scoring.md, "Rebalances and
-commits").
+is not (:mod:`fairlane_scorer.consumer`).
 
-Offsets are watched per partition as they reach the handler: one more than an offset
-past the last one (and past the committed position) means a record never arrived. That
-is logged with the offsets and counted (``fairlane_scorer_delivery_gaps_total``); the
-commit stops before such a hole, so a restart reads it again.
+Each partition's records are processed strictly in offset order from its committed
+position (:class:`~fairlane_scorer.core.offsets.InOrder`): a record read again after a
+rewind is passed over, and a record that arrives after a hole (Faust's fetch path can
+lose one across a rebalance or an agent restart: docs/scoring.md, "Rebalances and
+commits") is not processed; the partition is sought back to the hole instead, logged
+with the offsets and counted (``fairlane_scorer_delivery_gaps_total``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import faust
-from faust.types import TP, Message, ProducerT
+from faust.types import TP, ProducerT
 
 from fairlane_scorer.consumer import ScorerConsumer
+from fairlane_scorer.core.offsets import InOrder
 from fairlane_scorer.delivery import Deliveries
 
-__all__ = ["BatchHandler", "Batches", "DeliveryOrder", "one_by_one"]
+__all__ = ["RESEEK_S", "BatchHandler", "Batches", "one_by_one"]
 
 log = logging.getLogger("fairlane.scorer")
+
+RESEEK_S = 1.0
 
 BatchHandler = Callable[[list[faust.EventT[Any]], Deliveries], Awaitable[None]]
 
@@ -45,24 +48,6 @@ def one_by_one(handle: Callable[[faust.EventT[Any], Deliveries], Awaitable[None]
             await handle(event, out)
 
     return handle_all
-
-
-class DeliveryOrder:
-    """The last offset that reached the handler, per partition: finds holes."""
-
-    def __init__(self, floor: Callable[[TP], int | None]) -> None:
-        self._floor = floor  # the partition's committed position, when known
-        self._last: dict[TP, int] = {}
-
-    def gap(self, tp: TP, offset: int) -> tuple[int, int] | None:
-        """The offsets missing before ``offset`` (first, last), if any. Going back is a
-        rewind after a seek, not a hole; jumping to the committed position is a
-        partition that another worker moved on."""
-        last, self._last[tp] = self._last.get(tp), offset
-        floor = self._floor(tp)
-        if last is None or offset <= last + 1 or (floor is not None and offset <= floor):
-            return None
-        return last + 1, offset - 1
 
 
 async def _next_batch(
@@ -97,28 +82,55 @@ class Batches:
     on_gap: Callable[[], None]
 
     async def run(self, queue: asyncio.Queue[faust.EventT[Any]]) -> None:
-        order = DeliveryOrder(self.consumer.ledger.floor)
+        order: InOrder[TP] = InOrder()
+        sought: dict[TP, tuple[int, float]] = {}  # the seek asked for, and when
         while True:
             events = await _next_batch(queue, self.max_records, self.within_s)
+            taken = []
             for event in events:
-                self._check(order, event.message)
-            deliveries = Deliveries(self.producer)
-            await self.handle(events, deliveries)
-            await deliveries.settle()
-            self.consumer.processed(event.message for event in events)
+                msg = event.message
+                tp, offset = msg.tp, msg.offset
+                verdict = order.classify(
+                    tp, offset, self.consumer.ledger.floor(tp), self.consumer.seeks
+                )
+                if verdict == InOrder.PROCESS:
+                    taken.append(event)
+                    sought.pop(tp, None)
+                    continue
+                self.consumer.released([msg])
+                if verdict == InOrder.HOLE:
+                    await self._seek_back(tp, offset, order.expected(tp), sought)
+            if taken:
+                deliveries = Deliveries(self.producer)
+                await self.handle(taken, deliveries)
+                await deliveries.settle()
+                self.consumer.processed(event.message for event in taken)
             for _ in events:
                 queue.task_done()
 
-    def _check(self, order: DeliveryOrder, msg: Message) -> None:
-        if missing := order.gap(msg.tp, msg.offset):
+    async def _seek_back(
+        self, tp: TP, offset: int, expected: int | None, sought: dict[TP, tuple[int, float]]
+    ) -> None:
+        """Records ``expected``.. of ``tp`` never arrived before ``offset``: read them
+        again from there (asked again after ``RESEEK_S``: Faust drops a re-read record
+        below a read offset that a stale fetch moved on)."""
+        if expected is None or tp not in self.consumer.assignment():
+            return  # given up: the next owner starts at the committed position
+        now = time.monotonic()
+        last = sought.get(tp)
+        if last is not None and last[0] == expected and now - last[1] < RESEEK_S:
+            return
+        if last is None or last[0] != expected:
             self.on_gap()
             log.warning(
-                "records %d..%d of %s never reached the scorer (next: %d, committed: %s)",
-                *missing,
-                msg.tp,
-                msg.offset,
-                self.consumer.ledger.floor(msg.tp),
+                "records %d..%d of %s never reached the scorer: reading again from %d",
+                expected,
+                offset - 1,
+                tp,
+                expected,
             )
+        sought[tp] = (expected, now)
+        await self.consumer.seek(tp, expected)
 
     async def consume(self, stream: faust.StreamT[Any]) -> None:
         """Run the handler on each batch of the stream's events in order; report a

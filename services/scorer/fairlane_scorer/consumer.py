@@ -46,10 +46,12 @@ __all__ = ["ScorerConsumer", "install_transport"]
 
 class ScorerConsumer(faust_aiokafka.Consumer):
     ledger: OffsetLedger[TP]
+    seeks: int  # how many times the partitions were sought to their committed positions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.ledger = OffsetLedger()
+        self.seeks = 0
 
     def ack(self, message: Message) -> bool:
         """Faust's acks (of records yielded *or skipped* by a stream) count for nothing."""
@@ -61,6 +63,13 @@ class ScorerConsumer(faust_aiokafka.Consumer):
             message.acked = True
             self._unacked_messages.discard(message)
             self.ledger.done(message.tp, message.offset)
+        notify(self._waiting_for_ack)
+
+    def released(self, messages: Iterable[Message]) -> None:
+        """These records will not be processed from here (read again, or read out of
+        order and to be read again after a seek): a rebalance need not wait for them."""
+        for message in messages:
+            self._unacked_messages.discard(message)
         notify(self._waiting_for_ack)
 
     def _filter_tps_with_pending_acks(self, topics: TPorTopicSet | None = None) -> Iterator[TP]:
@@ -93,6 +102,7 @@ class ScorerConsumer(faust_aiokafka.Consumer):
         self.ledger.retain(committed)
         for tp, offset in committed.items():
             self.ledger.reset(tp, offset)
+        self.seeks += 1
         return {**found, **committed}
 
 

@@ -9,11 +9,17 @@ test holds both equal to the reference.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from fairlane_scorer.core.vectors import Scores, decayed_scores, hampel_rows, instant_rows
+from fairlane_scorer.core.vectors import (
+    Scores,
+    component_rows,
+    decayed_scores,
+    hampel_rows,
+    instant_rows,
+)
 from fairlane_scorer.core.window import (
     RECENT_COLUMNS,
     FloatArray,
@@ -22,7 +28,7 @@ from fairlane_scorer.core.window import (
     components_of,
     successor,
 )
-from fairlane_scoring.components import component_scores, health_gate
+from fairlane_scoring.components import Components, health_gate
 from fairlane_scoring.config import COMPONENTS, LOAD_COMPONENTS, ScoreConfig
 from fairlane_scoring.reference import ScoreResult, reported_components
 
@@ -63,7 +69,7 @@ def advance(updates: Sequence[Update], config: ScoreConfig) -> list[tuple[GpuWin
     if not updates:
         return []
     margin = config.thermal_margin_c
-    raws = np.array([component_scores(u.sample, margin) for u in updates], dtype=np.float64)
+    raws = component_rows([u.sample for u in updates], margin)
     ts = np.array([u.ts_ms for u in updates], dtype=np.float64)
     horizon = ts - config.history_s * 1000
     since = np.array([u.load_since_ms for u in updates])
@@ -108,6 +114,31 @@ def advance(updates: Sequence[Update], config: ScoreConfig) -> list[tuple[GpuWin
     return out
 
 
+class _Reported(Mapping[str, float | None]):
+    """``reference.reported_components``, built only when read: most scores are not
+    published (``should_emit``), and the dict was a tenth of the step's time."""
+
+    __slots__ = ("_counted", "_filtered", "_made")
+
+    def __init__(self, filtered: Components, counted: bool) -> None:
+        self._filtered, self._counted = filtered, counted
+        self._made: dict[str, float | None] | None = None
+
+    def _dict(self) -> dict[str, float | None]:
+        if self._made is None:
+            self._made = reported_components(self._filtered, counted=self._counted)
+        return self._made
+
+    def __getitem__(self, name: str) -> float | None:
+        return self._dict()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(COMPONENTS)
+
+    def __len__(self) -> int:
+        return len(COMPONENTS)
+
+
 def _result(
     window: GpuWindow,
     scores: Scores,
@@ -120,7 +151,7 @@ def _result(
     newest_ts = window.last_ts_ms
     return ScoreResult(
         score=scores.score(j),
-        components=reported_components(window.filtered, counted=newest_ts >= load_since),
+        components=_Reported(window.filtered, counted=newest_ts >= load_since),
         samples_in_window=int(scores.samples_in_window[j]),
         stale=(now_ms - newest_ts) > config.stale_after_s * 1000,
         ts_ms=newest_ts,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Iterator
 from typing import Generic, TypeVar
 
-__all__ = ["OffsetLedger"]
+__all__ = ["InOrder", "OffsetLedger"]
 
 P = TypeVar("P", bound=Hashable)
 
@@ -66,3 +66,37 @@ class OffsetLedger(Generic[P]):
             return None
         self._floor[partition] = floor
         return floor
+
+
+class InOrder(Generic[P]):
+    """The next offset each partition's records must be processed from, so that no record
+    is ever processed after a later one of its partition (the later one would make it
+    look like a duplicate, and its sample would be lost for good).
+
+    A partition starts, and starts again after every seek of the consumer (``epoch``
+    moved), at its committed position: re-reading what is past it is harmless (a sample
+    not newer than its GPU's last one is ignored)."""
+
+    PROCESS, SEEN, HOLE = "process", "seen", "hole"
+
+    def __init__(self) -> None:
+        self._next: dict[P, int] = {}
+        self._epoch: int | None = None
+
+    def classify(self, partition: P, offset: int, floor: int | None, epoch: int) -> str:
+        """PROCESS (the next one), SEEN (before the next one: read again after a rewind),
+        or HOLE (records before it are missing: :meth:`expected` says from where)."""
+        if epoch != self._epoch:
+            self._next.clear()
+            self._epoch = epoch
+        expected = self._next.get(partition)
+        if expected is None:
+            # No committed position known yet: take the records as they come.
+            self._next[partition] = expected = offset if floor is None else floor
+        if offset == expected:
+            self._next[partition] = offset + 1
+            return self.PROCESS
+        return self.SEEN if offset < expected else self.HOLE
+
+    def expected(self, partition: P) -> int | None:
+        return self._next.get(partition)

@@ -9,19 +9,69 @@ tests/property/test_scorer_parity.py holds the results equal to the reference's.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 
 import numpy as np
 import numpy.typing as npt
 
+from fairlane_events.records import GpuSample
+from fairlane_scoring.components import CLOCK_EVENT_IDLE
 from fairlane_scoring.config import HEALTH_COMPONENTS, ScoreConfig
 from fairlane_scoring.outliers import MAD_TO_SIGMA
 
-__all__ = ["Scores", "decayed_scores", "hampel_rows", "instant_rows"]
+__all__ = ["Scores", "component_rows", "decayed_scores", "hampel_rows", "instant_rows"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
 
 _SPLIT = len(HEALTH_COMPONENTS)
+
+
+#: The metrics the components read, as floats (None: NaN). Bytes are at most 2**50 and
+#: so exact in a float64: the ratios equal Python's int / int.
+_METRICS = attrgetter(
+    "sm_clock_mhz",
+    "max_sm_clock_mhz",
+    "temp_c",
+    "slowdown_temp_c",
+    "sm_active",
+    "gpu_util_pct",
+    "mem_used_bytes",
+    "mem_total_bytes",
+    "mem_util_pct",
+    "power_w",
+    "power_limit_w",
+)
+
+
+def _ratio(a: FloatArray, b: FloatArray) -> FloatArray:
+    """a / b where both are reported and b is not 0, else NaN."""
+    ok = ~np.isnan(a) & ~np.isnan(b) & (b != 0)
+    with np.errstate(over="ignore"):  # a tiny b: inf, as Python's float division gives
+        return np.where(ok, a / np.where(ok, b, 1.0), np.nan)
+
+
+def component_rows(samples: Sequence[GpuSample], thermal_margin_c: float) -> FloatArray:
+    """``components.component_scores`` of every sample (rows in ``COMPONENTS`` order)."""
+    m = np.array([_METRICS(s) for s in samples], dtype=np.float64).reshape(-1, 11)
+    sm, max_sm, temp, slowdown, active, util, used, total, mem_util, power, limit = m.T
+    # The reasons bitmask goes up to 2**64: tested as Python ints, not as floats.
+    throttled = np.array(
+        [(r := s.clock_event_reasons) is not None and bool(r & ~CLOCK_EVENT_IDLE) for s in samples],
+        dtype=bool,
+    )
+    clock = np.clip(_ratio(sm, max_sm), 0.0, 1.0)
+    clock = np.where(throttled | np.isnan(clock), clock, 1.0)
+    compute = np.where(np.isnan(active), 1.0 - util / 100.0, 1.0 - active)
+    columns = (
+        clock,
+        (slowdown - temp) / thermal_margin_c,
+        compute,
+        1.0 - _ratio(used, total),
+        1.0 - mem_util / 100.0,
+        1.0 - _ratio(power, limit),
+    )
+    return np.clip(np.column_stack(columns), 0.0, 1.0)
 
 
 def _median(sorted_values: FloatArray, counts: IntArray) -> FloatArray:
