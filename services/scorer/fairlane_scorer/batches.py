@@ -51,9 +51,17 @@ def one_by_one(handle: Callable[[faust.EventT[Any], Deliveries], Awaitable[None]
 
 
 async def _next_batch(
-    queue: asyncio.Queue[faust.EventT[Any]], max_records: int, within_s: float
+    queue: asyncio.Queue[faust.EventT[Any]],
+    max_records: int,
+    within_s: float,
+    timeout_s: float | None,
 ) -> list[faust.EventT[Any]]:
-    batch = [await queue.get()]
+    """Up to ``max_records`` events, waiting at most ``within_s`` to fill the batch once
+    one is there; empty when none came within ``timeout_s`` (None: wait for one)."""
+    try:
+        batch = [await asyncio.wait_for(queue.get(), timeout_s)]
+    except TimeoutError:
+        return []
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within_s
     while len(batch) < max_records:
@@ -83,9 +91,10 @@ class Batches:
 
     async def run(self, queue: asyncio.Queue[faust.EventT[Any]]) -> None:
         order: InOrder[TP] = InOrder()
-        sought: dict[TP, tuple[int, float]] = {}  # the seek asked for, and when
+        holes: dict[TP, tuple[int, float]] = {}  # where each partition was sought back to
         while True:
-            events = await _next_batch(queue, self.max_records, self.within_s)
+            timeout = RESEEK_S if holes else None
+            events = await _next_batch(queue, self.max_records, self.within_s, timeout)
             taken = []
             for event in events:
                 msg = event.message
@@ -95,11 +104,12 @@ class Batches:
                 )
                 if verdict == InOrder.PROCESS:
                     taken.append(event)
-                    sought.pop(tp, None)
+                    holes.pop(tp, None)
                     continue
                 self.consumer.released([msg])
-                if verdict == InOrder.HOLE:
-                    await self._seek_back(tp, offset, order.expected(tp), sought)
+                expected = order.expected(tp)
+                if verdict == InOrder.HOLE and expected is not None:
+                    await self._hole(tp, expected, offset, holes)
             if taken:
                 deliveries = Deliveries(self.producer)
                 await self.handle(taken, deliveries)
@@ -107,30 +117,42 @@ class Batches:
                 self.consumer.processed(event.message for event in taken)
             for _ in events:
                 queue.task_done()
+            await self._seek_again(holes)
 
-    async def _seek_back(
-        self, tp: TP, offset: int, expected: int | None, sought: dict[TP, tuple[int, float]]
+    async def _hole(
+        self, tp: TP, expected: int, offset: int, holes: dict[TP, tuple[int, float]]
     ) -> None:
         """Records ``expected``.. of ``tp`` never arrived before ``offset``: read them
-        again from there (asked again after ``RESEEK_S``: Faust drops a re-read record
-        below a read offset that a stale fetch moved on)."""
-        if expected is None or tp not in self.consumer.assignment():
-            return  # given up: the next owner starts at the committed position
+        again from there."""
+        if holes.get(tp, (None,))[0] == expected:
+            return  # sought already; the records after the hole are still arriving
+        self.on_gap()
+        log.warning(
+            "records %d..%d of %s never reached the scorer: reading again from %d",
+            expected,
+            offset - 1,
+            tp,
+            expected,
+        )
+        holes[tp] = (expected, time.monotonic())
+        await self._seek(tp, expected)
+
+    async def _seek_again(self, holes: dict[TP, tuple[int, float]]) -> None:
+        """Seek again where a hole is still open after ``RESEEK_S``: a fetch already under
+        way when the partition was sought moves Faust's read offset past the hole, and
+        its fetch loop then drops the re-read record (``DROPPED MESSAGE ROFF``)."""
         now = time.monotonic()
-        last = sought.get(tp)
-        if last is not None and last[0] == expected and now - last[1] < RESEEK_S:
-            return
-        if last is None or last[0] != expected:
-            self.on_gap()
-            log.warning(
-                "records %d..%d of %s never reached the scorer: reading again from %d",
-                expected,
-                offset - 1,
-                tp,
-                expected,
-            )
-        sought[tp] = (expected, now)
-        await self.consumer.seek(tp, expected)
+        for tp, (expected, at) in list(holes.items()):
+            if tp not in self.consumer.assignment():
+                del holes[tp]  # given up: the next owner starts at the committed position
+            elif now - at >= RESEEK_S:
+                log.info("%s: seeking again to %d", tp, expected)
+                holes[tp] = (expected, now)
+                await self._seek(tp, expected)
+
+    async def _seek(self, tp: TP, offset: int) -> None:
+        if tp in self.consumer.assignment():
+            await self.consumer.seek(tp, offset)
 
     async def consume(self, stream: faust.StreamT[Any]) -> None:
         """Run the handler on each batch of the stream's events in order; report a
