@@ -84,6 +84,15 @@ class ScorerConsumer(faust_aiokafka.Consumer):
         """Record nothing: a jump in the offsets read is a rewind, not a hole (the
         scorer's input topics have no transaction markers)."""
 
+    async def _seek(self, partition: TP, offset: int) -> None:
+        """Seek in the consumer's own thread, where aiokafka's fetcher runs. Faust's
+        ``_seek`` calls aiokafka from this thread, which is safe only while the flow is
+        stopped; the scorer also seeks back to a hole while records flow, and a fetch
+        under way then failed in the fetcher (``KeyError`` on the partition), crashing
+        the worker."""
+        thread = self._thread
+        await thread.call_thread(thread._ensure_consumer().seek, partition, offset)
+
     async def seek_to_committed(self) -> Mapping[TP, int]:
         """Seek every assigned partition to its committed position (its earliest offset
         where there is no commit yet) and make that its floor in the ledger."""
