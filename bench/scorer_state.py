@@ -12,46 +12,60 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import math
+import ctypes
+import gc
+import os
 import pstats
 import time
 from collections.abc import Callable
 
 import numpy as np
+import orjson
 
 from bench.scorer_throughput import node_sample
 from fairlane_events.codec import decode, encode
 from fairlane_events.records import NodeSample
 from fairlane_scorer.core.node_rows import NodeWindows, encode_node
-from fairlane_scorer.core.window import accept_sample, mark_emitted, score_window, should_emit
+from fairlane_scorer.core.step import decode_batch, score_batch
 from fairlane_scoring.config import ScoreConfig
 
 INTERVAL_MS = 5_000
-NEVER = -math.inf  # never allocated: every load component counts
 
 
-def update_all(records: list[bytes], config: ScoreConfig) -> None:
+def update_all(records: list[bytes], config: ScoreConfig, batch: int) -> dict[str, NodeWindows]:
+    """What the worker does per batch: decode, score the batch, encode the changed rows."""
     rows: dict[str, NodeWindows] = {}
-    for raw in records:
-        sample = decode(NodeSample, raw)
-        current = dict(rows.get(sample.node, {}))
-        for gpu in sample.gpus:
-            window = accept_sample(
-                current.get(gpu.uuid),
-                sample.node,
-                sample.ts_ms,
-                gpu,
-                load_since_ms=NEVER,
-                config=config,
-            )
-            if window is None:
-                continue
-            result = score_window(window, sample.ts_ms, NEVER, config)
-            if should_emit(window, result, sample.ts_ms, config):
-                window = mark_emitted(window, result, sample.ts_ms)
-            current[gpu.uuid] = window
-        encode_node(current)
-        rows[sample.node] = current
+    for first in range(0, len(records), batch):
+        chunk = records[first : first + batch]
+        samples, _ = decode_batch([(orjson.loads(r)["node"].encode(), r) for r in chunk])
+        result = score_batch(samples, rows, {}, config)
+        for node, row in result.rows.items():
+            encode_node(row)
+            rows[node] = row
+    return rows
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def state_size(records: list[bytes], config: ScoreConfig, batch: int) -> None:
+    """RSS and changelog bytes the full windows of these records' GPUs take."""
+    before = rss_bytes()
+    rows = update_all(records, config, batch)
+    grown = rss_bytes() - before
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)  # what the allocator keeps from the batches
+    live = rss_bytes() - before
+    gpus = sum(len(row) for row in rows.values())
+    encoded = sum(len(encode_node(row)) for row in rows.values())
+    per = 10_000 / gpus
+    print(
+        f"state of {gpus} GPUs, per 10,000 GPUs: RSS +{grown * per / 2**20:.0f} MiB, "
+        f"{live * per / 2**20:.0f} MiB after malloc_trim; "
+        f"table rows {encoded * per / 2**20:.0f} MiB per 10,000 GPUs"
+    )
 
 
 def decode_all(records: list[bytes]) -> None:
@@ -69,7 +83,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--nodes", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--batch", type=int, default=500, help="records per batch")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--rss", action="store_true", help="only: RSS of the full windows")
     args = parser.parse_args()
     rng = np.random.default_rng(1)
     records = [
@@ -79,13 +95,16 @@ def main() -> None:
     ]
     gpu_samples = len(records) * 8
     config = ScoreConfig(interval_s=INTERVAL_MS / 1000)
+    if args.rss:
+        state_size(records, config, args.batch)
+        return
     decode_s = seconds(decode_all, records)
     if args.profile:
         profile = cProfile.Profile()
-        update_s = seconds(profile.runcall, update_all, records, config)
-        pstats.Stats(profile).sort_stats("cumulative").print_stats(20)
+        update_s = seconds(profile.runcall, update_all, records, config, args.batch)
+        pstats.Stats(profile).sort_stats("tottime").print_stats(20)
     else:
-        update_s = seconds(update_all, records, config)
+        update_s = seconds(update_all, records, config, args.batch)
     print(f"{len(records)} node records x 8 GPUs = {gpu_samples} GPU-samples")
     print(f"decode only:  {gpu_samples / decode_s:,.0f} GPU-samples/s")
     print(

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import subprocess
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,8 +54,15 @@ class Scorer:
 
 @contextlib.contextmanager
 def run_scorer(
-    bootstrap: str, app_id: str, data_dir: Path, log: Path, **env: str
+    bootstrap: str,
+    app_id: str,
+    data_dir: Path,
+    log: Path,
+    env: Mapping[str, str] | None = None,
+    *,
+    settle: bool = True,
 ) -> Iterator[Scorer]:
+    """A scorer process, up (``/healthz``) and, with ``settle``, through the backlog."""
     port = free_port()
     full_env = {
         "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
@@ -63,13 +70,14 @@ def run_scorer(
         "FAIRLANE_WEB_PORT": str(port),
         "FAIRLANE_DATA_DIR": str(data_dir),
         **SCORER_ENV,
-        **env,
+        **(env or {}),
     }
     with service("fairlane_scorer", [], full_env, log) as proc:
         url = f"http://127.0.0.1:{port}"
         wait_for_http(f"{url}/healthz", proc, log)
         scorer = Scorer(url, proc, log)
-        scorer.settle()
+        if settle:
+            scorer.settle()
         yield scorer
 
 

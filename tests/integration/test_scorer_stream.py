@@ -180,7 +180,7 @@ async def test_quiet_gpu_flips_to_stale_on_time(
     log = tmp_path / "scorer.log"
     app_id = f"scorer-stale-{unique}"
     env = {"FAIRLANE_INTERVAL_S": "1"}  # stale after 3 s without a sample
-    with run_scorer(kafka_bootstrap, app_id, tmp_path / "data", log, **env):
+    with run_scorer(kafka_bootstrap, app_id, tmp_path / "data", log, env):
         async with read_scores(kafka_bootstrap, node) as reader:
             ts = int(time.time() * 1000)
             await produce_samples(kafka_bootstrap, [_sample(node, ts, f"{node}-g")])

@@ -8,13 +8,16 @@ round trip through its table encoding (the node row) on every step, as it does i
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairlane_events.records import GpuSample
-from fairlane_scorer.core.node_rows import decode_node, encode_node
+from fairlane_events.records import GpuSample, NodeSample
+from fairlane_scorer.core.allocations import NodeAllocations
+from fairlane_scorer.core.node_rows import NodeWindows, decode_node, encode_node
+from fairlane_scorer.core.step import score_batch
 from fairlane_scorer.core.window import GpuWindow, accept_sample, score_window
 from fairlane_scoring.allocation import Allocation, load_since_ms
 from fairlane_scoring.config import ScoreConfig
@@ -123,3 +126,41 @@ def test_streaming_state_equals_reference(
     now = streamed.window.last_ts_ms + later_ms  # the staleness timer's view
     want = reference_score(history, now, CONFIG, allocations)
     assert_same(score_window(streamed.window, now, load_since_ms(allocations, now), CONFIG), want)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(streams(), min_size=1, max_size=3), st.integers(1, 40), st.randoms())
+def test_batches_of_many_nodes_equal_the_reference(
+    node_streams: list[tuple[list[tuple[int, GpuSample]], list[Allocation]]],
+    batch_size: int,
+    rng: random.Random,
+) -> None:
+    """The worker's path: the records of several nodes interleaved, cut into batches,
+    each batch scored by ``score_batch``, its rows round-tripped through the table
+    encoding; after every batch each node's score equals the reference's."""
+    records = [
+        (n, i, NodeSample(node=f"node-{n}", ts_ms=ts, source="sim", gpus=[sample]))
+        for n, (history, _) in enumerate(node_streams)
+        for i, (ts, sample) in enumerate(history)
+    ]
+    records.sort(key=lambda r: (r[1], rng.random()))  # each node's records stay in order
+    allocations: dict[str, NodeAllocations | None] = {
+        f"node-{n}": {
+            str(k): {"start": a.start_ms, "end": a.end_ms, "gpus": ["GPU-p"]}
+            for k, a in enumerate(allocs)
+        }
+        for n, (_, allocs) in enumerate(node_streams)
+    }
+    rows: dict[str, NodeWindows] = {}
+    done: dict[int, int] = {}
+    for first in range(0, len(records), batch_size):
+        batch = records[first : first + batch_size]
+        result = score_batch([s for _, _, s in batch], rows, allocations, CONFIG)
+        rows.update({node: decode_node(encode_node(row)) for node, row in result.rows.items()})
+        done.update({n: i + 1 for n, i, _ in batch})
+        for n, upto in done.items():
+            history, allocs = node_streams[n]
+            window = rows[f"node-{n}"]["GPU-p"]
+            now = window.last_ts_ms
+            want = reference_score(history[:upto], now, CONFIG, allocs)
+            assert_same(score_window(window, now, load_since_ms(allocs, now), CONFIG), want)

@@ -45,7 +45,8 @@ def test_windows_survive_their_node_row_encoding() -> None:
     assert list(decoded) == ["GPU-1", "GPU-2"]
     for got, want in zip(decoded.values(), (first, second), strict=True):
         assert np.array_equal(got.kept, want.kept)
-        assert replace(got, kept=want.kept).__dict__ == want.__dict__
+        assert np.array_equal(got.recent, want.recent, equal_nan=True)
+        assert replace(got, kept=want.kept, recent=want.recent).__dict__ == want.__dict__
 
 
 def test_duplicate_sample_is_not_accepted() -> None:

@@ -42,6 +42,7 @@ __all__ = [
     "ScoreResult",
     "ScoredSample",
     "reference_score",
+    "reported_components",
     "score_kept",
     "scored_history",
     "summarise",
@@ -165,14 +166,16 @@ def score_kept(
         # A weighted mean of values in 0..1 can round to just above 1 (1.0000000000000002),
         # which the scores topic's schema rejects: clip to the range it is defined on.
         score=0.0 if math.isnan(mean) else min(1.0, max(0.0, gate * mean)),
-        components=_reported(newest_filtered, counted=newest_ts >= load_since),
+        components=reported_components(newest_filtered, counted=newest_ts >= load_since),
         samples_in_window=n,
         stale=(now_ms - newest_ts) > config.stale_after_s * 1000,
         ts_ms=newest_ts,
     )
 
 
-def _reported(filtered: Components, *, counted: bool) -> dict[str, float | None]:
+def reported_components(filtered: Components, *, counted: bool) -> dict[str, float | None]:
+    """The newest sample's filtered components as a score reports them: load ones None
+    when its load is masked (``counted`` False)."""
     return {
         name: None if (name in LOAD_COMPONENTS and not counted) else value
         for name, value in zip(COMPONENTS, filtered, strict=True)

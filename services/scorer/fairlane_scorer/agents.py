@@ -1,4 +1,8 @@
-"""What the scorer's agents and timer do with each record, behind the Faust wiring.
+"""What the scorer's agents and timer do with each batch, behind the Faust wiring.
+
+Node samples are scored a whole batch at a time by the pure step
+(:mod:`fairlane_scorer.core.step`); this module only reads the table rows the batch needs
+and hands what the step produced to :class:`~fairlane_scorer.delivery.Deliveries`.
 
 :class:`ScoringAgents` holds the topics, tables, config and metrics it is given by
 ``create_app`` and never creates them itself. Faust tables may only be written from the
@@ -12,25 +16,18 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import faust
-from faust.types import TableT
 
 from fairlane_events.codec import DecodeError, decode, encode
 from fairlane_events.dead_letter import dead_letter_for
-from fairlane_events.records import NodeSample, PlacementEvent
+from fairlane_events.records import PlacementEvent
 from fairlane_scorer.core.allocations import allocations_of, apply_placement
 from fairlane_scorer.core.node_rows import NodeWindows, decode_node, encode_node
-from fairlane_scorer.core.records import model_speed, score_record
-from fairlane_scorer.core.window import (
-    GpuWindow,
-    accept_sample,
-    is_overdue,
-    mark_emitted,
-    score_window,
-    should_emit,
-)
+from fairlane_scorer.core.records import model_speed, score_json
+from fairlane_scorer.core.step import decode_batch, score_batch
+from fairlane_scorer.core.window import GpuWindow, is_overdue, score_window
 from fairlane_scorer.delivery import Deliveries
 from fairlane_scorer.metrics import ScorerMetrics
 from fairlane_scoring.allocation import load_since_ms
@@ -41,7 +38,7 @@ __all__ = ["ScoringAgents", "now_ms"]
 
 log = logging.getLogger("fairlane.scorer")
 
-Table = TableT[str, Any]
+Table = faust.Table[str, Any]
 
 
 def now_ms() -> int:
@@ -55,25 +52,22 @@ class ScoringAgents:
     scores: faust.TopicT
     dead_letters: faust.TopicT
     by_node: faust.TopicT
-    windows: Table  # node -> encode_node() bytes of its GPUs' windows
+    # node -> its GPUs' windows: the decoded NodeWindows once this worker has read or
+    # written the row, its encode_node() bytes as recovery left it until then. One copy.
+    windows: Table
     allocations: Table  # node -> NodeAllocations
     unknown_models: set[str] = field(default_factory=set)
     announced_stale: set[str] = field(default_factory=set)  # lost on restart: re-sent once
-    # node -> (the row's bytes, decoded): decoded again only when the table holds other
-    # bytes (a recovery or rebalance wrote it).
-    decoded: dict[str, tuple[bytes, NodeWindows]] = field(default_factory=dict)
+    partition_of: dict[str, int] = field(default_factory=dict)  # node -> its partition
 
     def node_windows(self, node: str) -> NodeWindows:
-        stored = self.windows.get(node)
+        stored = self.windows.data.get(node)
         if stored is None:
-            self.decoded.pop(node, None)
             return {}
-        cached = self.decoded.get(node)
-        if cached is not None and cached[0] is stored:
-            return cached[1]
-        windows = decode_node(stored)
-        self.decoded[node] = (stored, windows)
-        return windows
+        if isinstance(stored, bytes):  # recovered from the changelog: decoded once
+            stored = decode_node(stored)
+            self.windows.data[node] = stored
+        return cast(NodeWindows, stored)
 
     async def reject(self, event: faust.EventT[Any], error: str, out: Deliveries) -> None:
         """Dead-letter a record with the error and its origin, and count it."""
@@ -87,52 +81,32 @@ class ScoringAgents:
             error=error,
             now_ms=now_ms(),
         )
-        await out.send(self.dead_letters, value=encode(record))
+        await out.send(self.dead_letters.get_topic_name(), None, encode(record))
         self.metrics.dead_lettered.inc()
         log.warning("dead-lettered %s[%d]@%d: %s", msg.topic, msg.partition, msg.offset, error)
 
-    async def on_sample(self, event: faust.EventT[Any], out: Deliveries) -> None:
-        self.metrics.records_in.inc()
-        try:
-            sample = decode(NodeSample, event.message.value)
-        except DecodeError as exc:
-            await self.reject(event, str(exc), out)
-            return
-        if event.message.key != sample.node.encode():
-            # Keyed otherwise, it may sit in another partition than its node's state.
-            error = f"key {event.message.key!r} is not the node {sample.node!r}"
-            await self.reject(event, error, out)
-            return
-        await self.score_node(sample, event.message.partition, out)
-
-    async def score_node(self, sample: NodeSample, partition: int, out: Deliveries) -> None:
-        node_allocations = self.allocations.get(sample.node)
-        previous = self.node_windows(sample.node)
-        current = dict(previous)
-        for gpu in sample.gpus:
-            since = load_since_ms(allocations_of(node_allocations, gpu.uuid), sample.ts_ms)
-            window = accept_sample(
-                current.get(gpu.uuid),
-                sample.node,
-                sample.ts_ms,
-                gpu,
-                load_since_ms=since,
-                config=self.config,
-            )
-            if window is None:
-                self.metrics.duplicates.inc()
-                continue
-            self.metrics.scored.inc()
-            result = score_window(window, sample.ts_ms, since, self.config)
-            if should_emit(window, result, sample.ts_ms, self.config):
-                await self.publish(gpu.uuid, window, result, out)
-                window = mark_emitted(window, result, sample.ts_ms)
-            self.announced_stale.discard(gpu.uuid)
-            current[gpu.uuid] = window
-        if current != previous:
-            row = encode_node(current)
-            out.write(self.windows, partition, sample.node, row)
-            self.decoded[sample.node] = (row, current)
+    async def on_samples(self, events: list[faust.EventT[Any]], out: Deliveries) -> None:
+        """Decode, validate and score a batch of node-sample records together."""
+        self.metrics.records_in.inc(len(events))
+        samples, rejected = decode_batch([(e.message.key, e.message.value) for e in events])
+        for r in rejected:
+            await self.reject(events[r.position], r.error, out)
+        nodes = {s.node for s in samples}
+        result = score_batch(
+            samples,
+            {node: self.node_windows(node) for node in nodes},
+            {node: self.allocations.get(node) for node in nodes},
+            self.config,
+        )
+        self.metrics.duplicates.inc(result.duplicates)
+        self.metrics.scored.inc(len(result.accepted))
+        self.announced_stale.difference_update(result.accepted)
+        for uuid, score, window in result.emitted:
+            await self.publish(uuid, window, score, out)
+        partitions = {e.message.key: e.message.partition for e in events}
+        for node, row in result.rows.items():
+            partition = self.partition_of[node] = partitions[node.encode()]
+            await out.write(self.windows, partition, node, row, encode_node(row))
 
     async def publish(
         self, uuid: str, window: GpuWindow, result: ScoreResult, out: Deliveries
@@ -141,9 +115,9 @@ class ScoringAgents:
             self.unknown_models.add(window.model)
             log.warning("unknown GPU model %r: assuming the default speed", window.model)
         await out.send(
-            self.scores,
-            key=uuid.encode(),
-            value=encode(score_record(uuid, window, result)),
+            self.scores.get_topic_name(),
+            uuid.encode(),
+            score_json(uuid, window, result),
             timestamp=result.ts_ms / 1000,
         )
         self.metrics.emitted.inc()
@@ -156,7 +130,7 @@ class ScoringAgents:
             await self.reject(event, str(exc), out)
             return
         for node in sorted({a.node for a in placement.nodes}):
-            await out.send(self.by_node, key=node.encode(), value=event.message.value)
+            await out.send(self.by_node.get_topic_name(), node.encode(), event.message.value)
 
     async def on_node_placement(self, event: faust.EventT[Any], out: Deliveries) -> None:
         """Apply a re-keyed placement event (validated upstream) to its node's table row."""
@@ -164,13 +138,19 @@ class ScoringAgents:
         placement = decode(PlacementEvent, event.message.value)
         current = self.allocations.get(node) or {}
         row = apply_placement(current, node, placement, self.config.history_s)
-        out.write(self.allocations, event.message.partition, node, row)
+        await out.write(self.allocations, event.message.partition, node, row)
         self.metrics.placements.inc()
 
-    async def announce_stale(self, at_ms: int) -> None:
-        """Publish a stale score for every GPU that went quiet (once until it returns)."""
-        out = Deliveries()
-        for node in list(self.windows.keys()):
+    async def announce_stale(self, at_ms: int, owned: set[int]) -> None:
+        """Publish a stale score for every GPU of the ``owned`` partitions that went
+        quiet (once until it returns). Rows this worker wrote stay in the memory store
+        after a rebalance takes their partition away (it forgets only the rows it
+        recovered): those GPUs are another worker's now."""
+        out = Deliveries(self.scores.app.producer)
+        for node in list(self.windows.data.keys()):
+            partition = self.partition_of.get(node)  # None: recovered, so owned
+            if partition is not None and partition not in owned:
+                continue
             node_allocations = self.allocations.get(node)
             for uuid, window in self.node_windows(node).items():
                 if uuid in self.announced_stale or not is_overdue(window, at_ms, self.config):

@@ -3,12 +3,15 @@
 ``create_app(settings)`` is the composition root; nothing here runs at import time.
 Records are read as raw bytes and decoded by the wire contract, so a malformed record is
 dead-lettered and counted instead of crashing the stream; :mod:`fairlane_scorer.agents`
-says what happens to each record.
+says what happens to each batch (:mod:`fairlane_scorer.batches`: the scorer's own
+batching, reported processed only once delivered; :mod:`fairlane_scorer.consumer`
+commits only contiguous runs of processed offsets).
 
 Tables, both co-partitioned with ``fairlane.node-samples.v1`` (key = node):
 
 - ``node-windows``: node -> the windows of its GPUs (:mod:`fairlane_scorer.core.node_rows`),
-  one row written per record.
+  one row written per node and batch (the decoded windows in the table, their bytes on
+  the changelog).
 - ``node-allocations``: node -> Fairlane's placements on it. Placement events are keyed
   by placement id; one agent re-keys them by node onto an internal topic with the same
   partition count, a second applies them to the table.
@@ -19,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 import faust
 from prometheus_client import generate_latest
@@ -28,7 +31,9 @@ from fairlane_events import topics
 from fairlane_events.topics import TopicSpec
 from fairlane_runtime.kafka_security import KafkaSecurity
 from fairlane_scorer.agents import ScoringAgents, now_ms
-from fairlane_scorer.delivery import Deliveries, Handler, process_in_batches
+from fairlane_scorer.batches import Batches, BatchHandler, one_by_one
+from fairlane_scorer.consumer import ScorerConsumer, install_transport
+from fairlane_scorer.delivery import Deliveries
 from fairlane_scorer.metrics import ScorerMetrics
 from fairlane_scorer.settings import ScorerSettings
 
@@ -89,7 +94,7 @@ def faust_credentials(security: KafkaSecurity) -> dict[str, Any]:
 
 
 def _faust_app(settings: ScorerSettings) -> faust.App:
-    return faust.App(
+    app = faust.App(
         settings.app_id,
         broker=_broker_urls(settings.kafka_bootstrap_servers),
         **faust_credentials(settings.kafka_security()),
@@ -101,11 +106,18 @@ def _faust_app(settings: ScorerSettings) -> faust.App:
         # The staleness scan reads the table: only GPUs this worker owns may be in it.
         table_standby_replicas=0,
         consumer_auto_offset_reset="earliest",
+        # A rebalance waits for every record in flight (ScorerConsumer.processed) before
+        # the recovery reads the changelogs' high watermarks.
+        stream_wait_empty=True,
+        broker_session_timeout=settings.session_timeout_s,
+        broker_heartbeat_interval=min(3.0, settings.session_timeout_s / 3),
         web_enabled=True,
         web_port=settings.web_port,
         web_bind=settings.web_bind,
         web_in_thread=False,
     )
+    install_transport(app)  # commits only acknowledged offsets (fairlane_scorer.consumer)
+    return app
 
 
 def _agents(app: faust.App, settings: ScorerSettings, metrics: ScorerMetrics) -> ScoringAgents:
@@ -113,6 +125,12 @@ def _agents(app: faust.App, settings: ScorerSettings, metrics: ScorerMetrics) ->
         return app.topic(name, key_serializer="raw", value_serializer="raw", **kwargs)
 
     partitions = topics.STREAM_PARTITIONS
+
+    def table(name: str, **kwargs: Any) -> faust.Table[str, Any]:
+        # app.Table is typed as TableT, which lacks the serializers Deliveries.write uses.
+        made = app.Table(name, default=None, partitions=partitions, **kwargs)
+        return cast("faust.Table[str, Any]", made)
+
     return ScoringAgents(
         config=settings.score_config(),
         metrics=metrics,
@@ -121,18 +139,30 @@ def _agents(app: faust.App, settings: ScorerSettings, metrics: ScorerMetrics) ->
         by_node=raw_topic(
             placements_by_node_topic(settings.app_id), partitions=partitions, internal=True
         ),
-        windows=app.Table(WINDOWS_TABLE, default=None, partitions=partitions, value_type=bytes),
-        allocations=app.Table(ALLOCATIONS_TABLE, default=None, partitions=partitions),
+        windows=table(WINDOWS_TABLE, value_type=bytes),
+        allocations=table(ALLOCATIONS_TABLE),
     )
 
 
-def _observe(app: faust.App, metrics: ScorerMetrics, event: faust.EventT[Any], t0: float) -> None:
-    msg = event.message
-    metrics.processing_s.observe(time.perf_counter() - t0)
-    metrics.record_age_s.observe(max(0.0, time.time() - msg.timestamp))
-    highwater = app.consumer.highwater(msg.tp)
-    if highwater is not None:
-        metrics.lag.labels(str(msg.partition)).set(max(0, highwater - msg.offset - 1))
+def _observe(
+    app: faust.App, metrics: ScorerMetrics, events: list[faust.EventT[Any]], t0: float
+) -> None:
+    """Per record of a batch: its share of the batch's time, its age; the lag behind
+    each partition's high watermark after the batch."""
+    per_record = (time.perf_counter() - t0) / max(1, len(events))
+    now = time.time()
+    last = {}
+    for event in events:
+        metrics.processing_s.observe(per_record)
+        metrics.record_age_s.observe(max(0.0, now - event.message.timestamp))
+        last[event.message.tp] = event.message.offset
+    assigned = app.consumer.assignment()
+    for tp, offset in last.items():
+        if tp not in assigned:  # a batch finished while its partition was given up
+            continue
+        highwater = app.consumer.highwater(tp)
+        if highwater is not None:
+            metrics.lag.labels(str(tp.partition)).set(max(0, highwater - offset - 1))
 
 
 def create_app(settings: ScorerSettings, metrics: ScorerMetrics | None = None) -> faust.App:
@@ -149,13 +179,16 @@ def create_app(settings: ScorerSettings, metrics: ScorerMetrics | None = None) -
         value_serializer="raw",
     )
 
-    def in_batches(stream: faust.StreamT[bytes], handle: Handler) -> Awaitable[None]:
-        return process_in_batches(
-            stream,
+    def in_batches(stream: faust.StreamT[bytes], handle: BatchHandler) -> Awaitable[None]:
+        batches = Batches(
             handle,
+            consumer=cast(ScorerConsumer, app.consumer),
+            producer=app.producer,
             max_records=settings.batch_max_records,
             within_s=settings.batch_within_s,
+            on_gap=metrics.delivery_gaps.inc,
         )
+        return batches.consume(stream)
 
     placements = app.topic(
         topics.PLACEMENTS,
@@ -166,23 +199,28 @@ def create_app(settings: ScorerSettings, metrics: ScorerMetrics | None = None) -
 
     @app.agent(samples)
     async def score_samples(stream: faust.StreamT[bytes]) -> None:
-        async def handle(event: faust.EventT[bytes], out: Deliveries) -> None:
+        async def handle(events: list[faust.EventT[bytes]], out: Deliveries) -> None:
             t0 = time.perf_counter()
-            await agents.on_sample(event, out)
-            _observe(app, metrics, event, t0)
+            await agents.on_samples(events, out)
+            _observe(app, metrics, events, t0)
 
         await in_batches(stream, handle)
 
     @app.agent(placements)
     async def route_placements(stream: faust.StreamT[bytes]) -> None:
-        await in_batches(stream, agents.on_placement)
+        await in_batches(stream, one_by_one(agents.on_placement))
 
     @app.agent(agents.by_node)
     async def apply_placements(stream: faust.StreamT[bytes]) -> None:
-        await in_batches(stream, agents.on_node_placement)
+        await in_batches(stream, one_by_one(agents.on_node_placement))
 
     async def announce_stale() -> None:
-        await agents.announce_stale(now_ms())
+        owned = {
+            tp.partition
+            for tp in app.assignor.assigned_actives()
+            if tp.topic == topics.NODE_SAMPLES
+        }
+        await agents.announce_stale(now_ms(), owned)
 
     app.timer(interval=settings.stale_check_s)(announce_stale)
 

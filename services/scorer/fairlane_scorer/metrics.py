@@ -21,6 +21,7 @@ class ScorerMetrics:
     emitted: Counter
     stale_flips: Counter
     placements: Counter
+    delivery_gaps: Counter
     processing_s: Histogram
     record_age_s: Histogram
     lag: Gauge
@@ -48,6 +49,11 @@ class ScorerMetrics:
             ),
             placements=c(
                 "fairlane_scorer_placement_events", "placement events applied per node", registry=r
+            ),
+            delivery_gaps=c(
+                "fairlane_scorer_delivery_gaps",
+                "holes in the offsets that reached the scorer (records never delivered)",
+                registry=r,
             ),
             processing_s=Histogram(
                 "fairlane_scorer_record_seconds",

@@ -30,6 +30,13 @@ class ScorerSettings(ServiceSettings):
     )
     batch_within_s: float = Field(0.05, gt=0, description="longest wait to fill a batch")
     stale_check_s: float = Field(5.0, gt=0, description="how often the staleness timer scans")
+    session_timeout_s: float = Field(
+        45.0,
+        ge=6,
+        le=300,
+        description="how long the group waits for a silent worker before its partitions "
+        "move to the others (a SIGKILLed worker's partitions sit idle this long)",
+    )
 
     def score_config(self) -> ScoreConfig:
         return ScoreConfig(

@@ -12,7 +12,7 @@ from typing import Any
 from fairlane_events.records import PlacementEvent
 from fairlane_scoring.allocation import Allocation
 
-__all__ = ["ENDING_EVENTS", "allocations_of", "apply_placement"]
+__all__ = ["ENDING_EVENTS", "NodeAllocations", "allocations_of", "apply_placement"]
 
 NodeAllocations = dict[str, dict[str, Any]]
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import orjson
 
-from fairlane_scorer.core.window import GpuWindow
+from fairlane_scorer.core.window import RECENT_COLUMNS, FloatArray, GpuWindow
 from fairlane_scorer.errors import NodeRowFormatError
 from fairlane_scoring.reference import KEPT_COLUMNS
 
@@ -38,7 +39,7 @@ def encode_node(windows: NodeWindows) -> bytes:
                 "model": w.model,
                 "mem_total_bytes": w.mem_total_bytes,
                 "rows": len(w.kept),
-                "recent": w.recent,
+                "recent": [[row[0], row[1:]] for row in w.recent.tolist()],  # NaN: null
                 "filtered": w.filtered,
                 "last_ecc": w.last_ecc,
                 "emitted_score": w.emitted_score,
@@ -51,6 +52,12 @@ def encode_node(windows: NodeWindows) -> bytes:
     encoded = orjson.dumps(header)
     body = b"".join(np.ascontiguousarray(w.kept, dtype="<f8").tobytes() for w in windows.values())
     return _HEADER_LENGTH.pack(len(encoded)) + encoded + body
+
+
+def _recent(rows: list[list[Any]]) -> FloatArray:
+    """``[[ts_ms, [component or null, ...]], ...]`` as RECENT_COLUMNS rows (null: NaN)."""
+    table = [[ts, *raw] for ts, raw in rows]
+    return np.array(table, dtype=np.float64).reshape(len(table), len(RECENT_COLUMNS))
 
 
 def decode_node(data: bytes) -> dict[str, GpuWindow]:
@@ -73,7 +80,7 @@ def decode_node(data: bytes) -> dict[str, GpuWindow]:
             model=gpu["model"],
             mem_total_bytes=gpu["mem_total_bytes"],
             kept=kept.reshape(rows, columns),
-            recent=tuple((ts, tuple(raw)) for ts, raw in gpu["recent"]),
+            recent=_recent(gpu["recent"]),
             filtered=tuple(gpu["filtered"]),
             last_ecc=gpu["last_ecc"],
             emitted_score=gpu["emitted_score"],

@@ -5,11 +5,14 @@ numbers the score needs (``fairlane_scoring.reference.KEPT_COLUMNS``: time, heal
 instant with and without load), plus the raw components of the last few samples for the
 spike filter. Each new sample is filtered against those, older ones are pruned, and the
 score is computed from what is kept: the same numbers the batch reference computes from
-the whole history (tests/property/test_scorer_parity.py).
+the whole history (tests/property/test_scorer_parity.py). :func:`accept_sample` does it
+for one GPU with the reference's own functions (the evaluation's path);
+:func:`fairlane_scorer.core.advance.advance` for many at once in numpy (the worker's).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -17,21 +20,29 @@ import numpy.typing as npt
 
 from fairlane_events.records import GpuSample
 from fairlane_scoring.components import Components, component_scores, health_gate
-from fairlane_scoring.config import ScoreConfig
+from fairlane_scoring.config import COMPONENTS, ScoreConfig
 from fairlane_scoring.outliers import filter_components
 from fairlane_scoring.reference import KEPT_COLUMNS, ScoreResult, score_kept, scored_sample
 
 __all__ = [
+    "RECENT_COLUMNS",
+    "FloatArray",
     "GpuWindow",
+    "Update",
     "accept_sample",
+    "components_of",
     "is_overdue",
     "mark_emitted",
     "score_window",
     "should_emit",
+    "successor",
 ]
 
 FloatArray = npt.NDArray[np.float64]
+#: Columns of ``GpuWindow.recent``: the sample's time, then its raw components (NaN: None).
+RECENT_COLUMNS = ("ts_ms", *COMPONENTS)
 _NOTHING_KEPT = np.empty((0, len(KEPT_COLUMNS)), dtype=np.float64)
+_NOTHING_RECENT = np.empty((0, len(RECENT_COLUMNS)), dtype=np.float64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,7 +52,7 @@ class GpuWindow:
     model: str
     mem_total_bytes: int | None
     kept: FloatArray  # KEPT_COLUMNS rows of the accepted samples in the window, oldest first
-    recent: tuple[tuple[int, Components], ...]  # (ts_ms, raw) of the spike filter's window
+    recent: FloatArray  # RECENT_COLUMNS rows of the spike filter's window, oldest first
     filtered: Components  # the newest sample's components after the spike filter
     last_ecc: int | None  # the newest reported uncorrected ECC count (the gate's baseline)
     emitted_score: float | None = None  # what the scores topic last said...
@@ -53,6 +64,48 @@ class GpuWindow:
         return int(self.kept[-1, 0])
 
 
+@dataclass(frozen=True)
+class Update:
+    """One new sample for one GPU: ``previous`` is its window (None: a new GPU), known to
+    be older than ``ts_ms``; ``load_since_ms`` is where its load history restarts."""
+
+    previous: GpuWindow | None
+    node: str
+    ts_ms: int
+    sample: GpuSample
+    load_since_ms: float
+
+
+def components_of(values: FloatArray) -> Components:
+    """Components from a row of floats (NaN: None)."""
+    return tuple(None if math.isnan(v) else v for v in values.tolist())
+
+
+def successor(u: Update, kept: FloatArray, recent: FloatArray, filtered: Components) -> GpuWindow:
+    """The GPU's window after ``u``: these rows, the sample's own fields, the ECC
+    baseline moved on, what was last emitted carried over."""
+    previous = u.previous
+    ecc = u.sample.ecc_uncorrected_volatile
+    previous_ecc = None if previous is None else previous.last_ecc
+    return GpuWindow(
+        node=u.node,
+        index=u.sample.index,
+        model=u.sample.model,
+        mem_total_bytes=u.sample.mem_total_bytes,
+        kept=kept,
+        recent=recent,
+        filtered=filtered,
+        last_ecc=ecc if ecc is not None else previous_ecc,
+        emitted_score=None if previous is None else previous.emitted_score,
+        emitted_stale=None if previous is None else previous.emitted_stale,
+        emitted_at_ms=None if previous is None else previous.emitted_at_ms,
+    )
+
+
+def _recent_row(ts_ms: int, raw: Components) -> FloatArray:
+    return np.array([[ts_ms, *raw]], dtype=np.float64)  # None: NaN
+
+
 def accept_sample(
     window: GpuWindow | None,
     node: str,
@@ -62,38 +115,30 @@ def accept_sample(
     load_since_ms: float,
     config: ScoreConfig,
 ) -> GpuWindow | None:
-    """The window with ``sample`` added, or None when it is not newer than the last one.
-    ``load_since_ms``: where the GPU's load history restarts, as known at ``ts_ms``."""
+    """The window with ``sample`` added, or None when it is not newer than the last one:
+    the one-GPU form of ``fairlane_scorer.core.advance.advance``, with the reference's
+    functions. ``load_since_ms``: where the GPU's load history restarts at ``ts_ms``."""
     if window is not None and ts_ms <= window.last_ts_ms:
         return None
     horizon = ts_ms - config.history_s * 1000
-    recent: tuple[tuple[int, Components], ...] = ()
-    if window is None:
-        kept, previous_ecc = _NOTHING_KEPT, None
-    else:
-        first = int(np.searchsorted(window.kept[:, 0], horizon, side="left"))
-        kept = window.kept[first:]
-        recent = tuple(r for r in window.recent if r[0] >= horizon)
-        previous_ecc = window.last_ecc
+    kept, recent = _NOTHING_KEPT, _NOTHING_RECENT
+    if window is not None:
+        kept = window.kept[int(np.searchsorted(window.kept[:, 0], horizon, side="left")) :]
+        recent = window.recent[window.recent[:, 0] >= horizon]
     raw = component_scores(sample, config.thermal_margin_c)
+    history = [(int(r[0]), components_of(r[1:])) for r in recent]
     filtered = filter_components(
-        [*recent, (ts_ms, raw)], load_since_ms, config.hampel_n_sigma, config.hampel_min_scale
+        [*history, (ts_ms, raw)], load_since_ms, config.hampel_n_sigma, config.hampel_min_scale
     )
+    previous_ecc = None if window is None else window.last_ecc
     scored = scored_sample(ts_ms, health_gate(sample, previous_ecc), raw, filtered, config)
-    recent = (*recent, (ts_ms, raw))
-    ecc = sample.ecc_uncorrected_volatile
-    return GpuWindow(
-        node=node,
-        index=sample.index,
-        model=sample.model,
-        mem_total_bytes=sample.mem_total_bytes,
-        kept=np.vstack([kept, scored.kept()]),
-        recent=recent[max(0, len(recent) - (config.hampel_window - 1)) :],
-        filtered=filtered,
-        last_ecc=ecc if ecc is not None else previous_ecc,
-        emitted_score=None if window is None else window.emitted_score,
-        emitted_stale=None if window is None else window.emitted_stale,
-        emitted_at_ms=None if window is None else window.emitted_at_ms,
+    recent = np.vstack([recent, _recent_row(ts_ms, raw)])
+    update = Update(window, node, ts_ms, sample, load_since_ms)
+    return successor(
+        update,
+        np.vstack([kept, scored.kept()]),
+        recent[max(0, len(recent) - (config.hampel_window - 1)) :],
+        filtered,
     )
 
 

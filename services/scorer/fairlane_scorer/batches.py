@@ -1,0 +1,166 @@
+"""The scorer's own batching over a Faust stream, instead of ``Stream.noack_take``.
+
+The agent's coroutine only moves events from the stream into a bounded queue; a second
+task takes what the queue holds (up to ``max_records``, waiting at most ``within_s`` to
+fill a batch), runs the handler, waits until the broker has acknowledged everything the
+batch produced (:class:`~fairlane_scorer.delivery.Deliveries`), and only then reports
+the batch's records processed to the consumer, whose commit never passes an offset that
+is not (:mod:`fairlane_scorer.consumer`).
+
+Each partition's records are processed strictly in offset order from its committed
+position (:class:`~fairlane_scorer.core.offsets.InOrder`): a record read again after a
+rewind is passed over, and a record that arrives after a hole (Faust's fetch path can
+lose one across a rebalance or an agent restart: docs/scoring.md, "Rebalances and
+commits") is not processed; the partition is sought back to the hole instead, logged
+with the offsets and counted (``fairlane_scorer_delivery_gaps_total``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import faust
+from faust.types import TP, ProducerT
+
+from fairlane_scorer.consumer import ScorerConsumer
+from fairlane_scorer.core.offsets import InOrder
+from fairlane_scorer.delivery import Deliveries
+
+__all__ = ["RESEEK_S", "BatchHandler", "Batches", "one_by_one"]
+
+log = logging.getLogger("fairlane.scorer")
+
+RESEEK_S = 1.0
+
+BatchHandler = Callable[[list[faust.EventT[Any]], Deliveries], Awaitable[None]]
+
+
+def one_by_one(handle: Callable[[faust.EventT[Any], Deliveries], Awaitable[None]]) -> BatchHandler:
+    """A batch handler that runs ``handle`` on each event in order."""
+
+    async def handle_all(events: list[faust.EventT[Any]], out: Deliveries) -> None:
+        for event in events:
+            await handle(event, out)
+
+    return handle_all
+
+
+async def _next_batch(
+    queue: asyncio.Queue[faust.EventT[Any]],
+    max_records: int,
+    within_s: float,
+    timeout_s: float | None,
+) -> list[faust.EventT[Any]]:
+    """Up to ``max_records`` events, waiting at most ``within_s`` to fill the batch once
+    one is there; empty when none came within ``timeout_s`` (None: wait for one)."""
+    try:
+        batch = [await asyncio.wait_for(queue.get(), timeout_s)]
+    except TimeoutError:
+        return []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    while len(batch) < max_records:
+        if queue.empty():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            try:
+                batch.append(await asyncio.wait_for(queue.get(), remaining))
+            except TimeoutError:
+                break
+        else:
+            batch.append(queue.get_nowait())
+    return batch
+
+
+@dataclass
+class Batches:
+    """How the batches of one agent are run, and what is told of them."""
+
+    handle: BatchHandler
+    consumer: ScorerConsumer
+    producer: ProducerT
+    max_records: int
+    within_s: float
+    on_gap: Callable[[], None]
+
+    async def run(self, queue: asyncio.Queue[faust.EventT[Any]]) -> None:
+        order: InOrder[TP] = InOrder()
+        holes: dict[TP, tuple[int, float]] = {}  # where each partition was sought back to
+        while True:
+            timeout = RESEEK_S if holes else None
+            events = await _next_batch(queue, self.max_records, self.within_s, timeout)
+            taken = []
+            for event in events:
+                msg = event.message
+                tp, offset = msg.tp, msg.offset
+                verdict = order.classify(
+                    tp, offset, self.consumer.ledger.floor(tp), self.consumer.seeks
+                )
+                if verdict == InOrder.PROCESS:
+                    taken.append(event)
+                    holes.pop(tp, None)
+                    continue
+                self.consumer.released([msg])
+                expected = order.expected(tp)
+                if verdict == InOrder.HOLE and expected is not None:
+                    await self._hole(tp, expected, offset, holes)
+            if taken:
+                deliveries = Deliveries(self.producer)
+                await self.handle(taken, deliveries)
+                await deliveries.settle()
+                self.consumer.processed(event.message for event in taken)
+            for _ in events:
+                queue.task_done()
+            await self._seek_again(holes)
+
+    async def _hole(
+        self, tp: TP, expected: int, offset: int, holes: dict[TP, tuple[int, float]]
+    ) -> None:
+        """Records ``expected``.. of ``tp`` never arrived before ``offset``: read them
+        again from there."""
+        if holes.get(tp, (None,))[0] == expected:
+            return  # sought already; the records after the hole are still arriving
+        self.on_gap()
+        log.warning(
+            "records %d..%d of %s never reached the scorer: reading again from %d",
+            expected,
+            offset - 1,
+            tp,
+            expected,
+        )
+        holes[tp] = (expected, time.monotonic())
+        await self._seek(tp, expected)
+
+    async def _seek_again(self, holes: dict[TP, tuple[int, float]]) -> None:
+        """Seek again where a hole is still open after ``RESEEK_S``: a fetch already under
+        way when the partition was sought moves Faust's read offset past the hole, and
+        its fetch loop then drops the re-read record (``DROPPED MESSAGE ROFF``)."""
+        now = time.monotonic()
+        for tp, (expected, at) in list(holes.items()):
+            if tp not in self.consumer.assignment():
+                del holes[tp]  # given up: the next owner starts at the committed position
+            elif now - at >= RESEEK_S:
+                log.info("%s: seeking again to %d", tp, expected)
+                holes[tp] = (expected, now)
+                await self._seek(tp, expected)
+
+    async def _seek(self, tp: TP, offset: int) -> None:
+        if tp in self.consumer.assignment():
+            await self.consumer.seek(tp, offset)
+
+    async def consume(self, stream: faust.StreamT[Any]) -> None:
+        """Run the handler on each batch of the stream's events in order; report a
+        batch's records processed once what they produced is delivered."""
+        queue: asyncio.Queue[faust.EventT[Any]] = asyncio.Queue(maxsize=self.max_records)
+        async with asyncio.TaskGroup() as group:
+            batches = group.create_task(self.run(queue))
+            async for event in stream.events():
+                await queue.put(event)
+            await queue.join()
+            batches.cancel()

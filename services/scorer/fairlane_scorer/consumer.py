@@ -1,0 +1,124 @@
+"""The worker's Kafka transport: Faust's aiokafka one, with a consumer that commits an
+offset only when every offset before it on its partition was processed by the scorer.
+
+Faust's own bookkeeping lets a commit pass records nobody processed, in four ways
+(``faust/transport/consumer.py`` and ``faust/streams.py``, faust-streaming 0.15.3;
+docs/scoring.md, "Rebalances and commits"):
+
+1. *Skipped records count as acked.* ``Stream._py_aiter`` skips a record read while
+   flow control is suspended or from an older generation (every rebalance) and, in its
+   ``finally``, acks it (``do_ack or value is skipped_value``).
+2. *The head may be missing.* ``Consumer._new_offset`` refuses a commit only when
+   ``min(acked) - committed_offset > 1``, so the one record at the committed position
+   (the next one to read) may be unprocessed, and with no commit yet (or at 0) there is
+   no check at all.
+3. *Gap filling.* ``_drain_messages`` calls ``_add_gap`` on every jump in the offsets
+   read, and ``perform_seek`` makes such jumps out of records still queued.
+4. *No seek without a commit.* aiokafka's ``seek_to_committed`` seeks only partitions
+   with a committed offset above 0, so after a rebalance a partition never committed
+   goes on from wherever its fetcher was, past the records the rebalance cleared from
+   the agents' queues.
+
+So this consumer ignores Faust's acks altogether: the scorer's batches call
+:meth:`ScorerConsumer.processed` once what a record produced is delivered, the commit is
+the end of the contiguous run of processed offsets from the committed position
+(:class:`~fairlane_scorer.core.offsets.OffsetLedger`), and a partition without a commit
+is sought to its earliest offset, where a restart would begin. A record stays in Faust's
+``unacked`` set until processed, so a rebalance (``Consumer.wait_empty``) waits for
+every delivery in flight before the recovery reads the changelogs' high watermarks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import faust
+from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.types import TP, Message
+from faust.types.transports import TPorTopicSet
+from mode.utils.futures import notify
+
+from fairlane_scorer.core.offsets import OffsetLedger
+
+__all__ = ["ScorerConsumer", "install_transport"]
+
+
+class ScorerConsumer(faust_aiokafka.Consumer):
+    ledger: OffsetLedger[TP]
+    seeks: int  # how many times the partitions were sought to their committed positions
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.ledger = OffsetLedger()
+        self.seeks = 0
+
+    def ack(self, message: Message) -> bool:
+        """Faust's acks (of records yielded *or skipped* by a stream) count for nothing."""
+        return False
+
+    def processed(self, messages: Iterable[Message]) -> None:
+        """These records are processed and everything they produced is delivered."""
+        for message in messages:
+            message.acked = True
+            self._unacked_messages.discard(message)
+            self.ledger.done(message.tp, message.offset)
+        notify(self._waiting_for_ack)
+
+    def released(self, messages: Iterable[Message]) -> None:
+        """These records will not be processed from here (read again, or read out of
+        order and to be read again after a seek): a rebalance need not wait for them."""
+        for message in messages:
+            self._unacked_messages.discard(message)
+        notify(self._waiting_for_ack)
+
+    def _filter_tps_with_pending_acks(self, topics: TPorTopicSet | None = None) -> Iterator[TP]:
+        for tp in list(self.ledger.committable()):
+            if topics is None or tp in topics or tp.topic in topics:
+                yield tp
+
+    def _new_offset(self, tp: TP) -> int | None:
+        return self.ledger.advance(tp)
+
+    async def _add_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
+        """Record nothing: a jump in the offsets read is a rewind, not a hole (the
+        scorer's input topics have no transaction markers)."""
+
+    async def _seek(self, partition: TP, offset: int) -> None:
+        """Seek in the consumer's own thread, where aiokafka's fetcher runs. Faust's
+        ``_seek`` calls aiokafka from this thread, which is safe only while the flow is
+        stopped; the scorer also seeks back to a hole while records flow, and a fetch
+        under way then failed in the fetcher (``KeyError`` on the partition), crashing
+        the worker."""
+        thread = self._thread
+        await thread.call_thread(thread._ensure_consumer().seek, partition, offset)
+
+    async def seek_to_committed(self) -> Mapping[TP, int]:
+        """Seek every assigned partition to its committed position (its earliest offset
+        where there is no commit yet) and make that its floor in the ledger."""
+        found = await super().seek_to_committed()
+        committed = {
+            TP(tp.topic, tp.partition): offset
+            for tp, offset in found.items()
+            if self.app.topics.acks_enabled_for(tp.topic)  # not the changelogs
+        }
+        fresh = [tp for tp, offset in committed.items() if not offset]  # None, or 0
+        if fresh:
+            earliest = await self.earliest_offsets(*fresh)
+            for tp in fresh:
+                committed[tp] = earliest[tp]
+                await self._seek(tp, committed[tp])
+        self.ledger.retain(committed)
+        for tp, offset in committed.items():
+            self.ledger.reset(tp, offset)
+        self.seeks += 1
+        return {**found, **committed}
+
+
+class ScorerTransport(faust_aiokafka.Transport):
+    Consumer = ScorerConsumer
+
+
+def install_transport(app: faust.App) -> None:
+    """Give ``app`` the transport above; before its consumer exists."""
+    app.transport = ScorerTransport(app.conf.broker_consumer, app)

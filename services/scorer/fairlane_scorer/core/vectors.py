@@ -1,0 +1,164 @@
+"""The score's per-sample arithmetic on whole batches of GPUs at once (pure numpy).
+
+The same formulas as :mod:`fairlane_scoring` (the reference, the parity oracle), written
+over arrays: one row per GPU update, components in ``COMPONENTS`` order with NaN where the
+reference has ``None``. Each function says which reference function it stands for;
+tests/property/test_scorer_parity.py holds the results equal to the reference's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from operator import attrgetter
+
+import numpy as np
+import numpy.typing as npt
+
+from fairlane_events.records import GpuSample
+from fairlane_scoring.components import CLOCK_EVENT_IDLE
+from fairlane_scoring.config import HEALTH_COMPONENTS, ScoreConfig
+from fairlane_scoring.outliers import MAD_TO_SIGMA
+
+__all__ = ["Scores", "component_rows", "decayed_scores", "hampel_rows", "instant_rows"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.intp]
+
+_SPLIT = len(HEALTH_COMPONENTS)
+
+
+#: The metrics the components read, as floats (None: NaN). Bytes are at most 2**50 and
+#: so exact in a float64: the ratios equal Python's int / int.
+_METRICS = attrgetter(
+    "sm_clock_mhz",
+    "max_sm_clock_mhz",
+    "temp_c",
+    "slowdown_temp_c",
+    "sm_active",
+    "gpu_util_pct",
+    "mem_used_bytes",
+    "mem_total_bytes",
+    "mem_util_pct",
+    "power_w",
+    "power_limit_w",
+)
+
+
+def _ratio(a: FloatArray, b: FloatArray) -> FloatArray:
+    """a / b where both are reported and b is not 0, else NaN."""
+    ok = ~np.isnan(a) & ~np.isnan(b) & (b != 0)
+    with np.errstate(over="ignore"):  # a tiny b: inf, as Python's float division gives
+        return np.where(ok, a / np.where(ok, b, 1.0), np.nan)
+
+
+def component_rows(samples: Sequence[GpuSample], thermal_margin_c: float) -> FloatArray:
+    """``components.component_scores`` of every sample (rows in ``COMPONENTS`` order)."""
+    m = np.array([_METRICS(s) for s in samples], dtype=np.float64).reshape(-1, 11)
+    sm, max_sm, temp, slowdown, active, util, used, total, mem_util, power, limit = m.T
+    # The reasons bitmask goes up to 2**64: tested as Python ints, not as floats.
+    throttled = np.array(
+        [(r := s.clock_event_reasons) is not None and bool(r & ~CLOCK_EVENT_IDLE) for s in samples],
+        dtype=bool,
+    )
+    clock = np.clip(_ratio(sm, max_sm), 0.0, 1.0)
+    clock = np.where(throttled | np.isnan(clock), clock, 1.0)
+    compute = np.where(np.isnan(active), 1.0 - util / 100.0, 1.0 - active)
+    columns = (
+        clock,
+        (slowdown - temp) / thermal_margin_c,
+        compute,
+        1.0 - _ratio(used, total),
+        1.0 - mem_util / 100.0,
+        1.0 - _ratio(power, limit),
+    )
+    return np.clip(np.column_stack(columns), 0.0, 1.0)
+
+
+def _median(sorted_values: FloatArray, counts: IntArray) -> FloatArray:
+    """The median of each row of ``sorted_values`` (ascending, NaN last; ``counts`` values
+    that are not NaN, at least one): the middle value, or the mean of the two middle ones
+    (as ``statistics.median``: (a + b) / 2)."""
+    low = np.take_along_axis(sorted_values, ((counts - 1) // 2)[..., None], axis=-1)[..., 0]
+    high = np.take_along_axis(sorted_values, (counts // 2)[..., None], axis=-1)[..., 0]
+    return (low + high) / 2
+
+
+def hampel_rows(windows: FloatArray, n_sigma: float, min_scale: float) -> FloatArray:
+    """``fairlane_scoring.outliers.hampel`` for every (GPU, component) at once.
+
+    ``windows``: shape (GPUs, components, k), the causal window of each component with the
+    newest value last and NaN for values left out (not reported, before the load history
+    restarted, not yet seen). A component whose newest value is NaN comes out NaN."""
+    newest = windows[..., -1]
+    present = ~np.isnan(newest)
+    counts = np.maximum(np.count_nonzero(~np.isnan(windows), axis=-1), 1)
+    m = _median(np.sort(windows, axis=-1), counts)
+    mad = _median(np.sort(np.abs(windows - m[..., None]), axis=-1), counts)
+    scale = np.maximum(MAD_TO_SIGMA * mad, min_scale)
+    out = np.where(np.abs(newest - m) > n_sigma * scale, m, newest)
+    return np.where(present, out, np.nan)
+
+
+def _family_mean(values: FloatArray, weights: FloatArray) -> FloatArray:
+    """``combine.family_mean`` per row: NaN where nothing with a positive weight is present."""
+    present = ~np.isnan(values)
+    total = np.where(present, weights, 0.0).sum(axis=-1)
+    weighted = np.where(present, weights * np.nan_to_num(values), 0.0).sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, weighted / np.where(total > 0, total, 1.0), np.nan)
+
+
+def instant_rows(filtered: FloatArray, weights: Sequence[float]) -> tuple[FloatArray, FloatArray]:
+    """``combine.instant_score`` of each row of ``filtered`` (GPUs x components), with
+    its load counted and with it masked: H x L with an absent family left out, and 0
+    when neither family is present."""
+    w = np.asarray(weights, dtype=np.float64)
+    health = _family_mean(filtered[:, :_SPLIT], w[:_SPLIT])
+    load = _family_mean(filtered[:, _SPLIT:], w[_SPLIT:])
+    no_health = np.isnan(health)
+    h = np.where(no_health, 1.0, health)
+    counted = np.where(no_health & np.isnan(load), 0.0, h * np.where(np.isnan(load), 1.0, load))
+    masked = np.where(no_health, 0.0, h)
+    return counted, masked
+
+
+class Scores:
+    """What ``reference.score_kept`` computes, for many GPUs (one array entry each)."""
+
+    __slots__ = ("gate", "mean", "samples_in_window")
+
+    def __init__(self, mean: FloatArray, gate: FloatArray, samples_in_window: IntArray) -> None:
+        self.mean, self.gate, self.samples_in_window = mean, gate, samples_in_window
+
+    def score(self, j: int) -> float:
+        """GPU ``j``'s score: gate x decayed mean, 0 with no sample inside the window, and
+        clipped to 0..1 (a weighted mean of values in 0..1 can round to just above 1)."""
+        if not self.samples_in_window[j]:
+            return 0.0
+        return min(1.0, max(0.0, float(self.gate[j] * self.mean[j])))
+
+
+def decayed_scores(
+    kept: FloatArray,
+    starts: IntArray,
+    now_ms: FloatArray,
+    load_since: FloatArray,
+    config: ScoreConfig,
+) -> Scores:
+    """``reference.score_kept`` for every GPU whose KEPT_COLUMNS rows are ``kept[starts[j]:
+    starts[j + 1]]`` (each non-empty), at ``now_ms[j]`` with load counted from
+    ``load_since[j]``: decayed mean w = exp(-rate x age) over 0 <= age <= history_s, and
+    the minimum gate inside the window."""
+    lengths = np.diff(np.append(starts, len(kept)))
+    seg = np.repeat(np.arange(len(starts)), lengths)
+    ts, gates, instants, masked = kept.T
+    values = np.where(ts >= load_since[seg], instants, masked)
+    ages = (now_ms[seg] - ts) / 1000.0
+    inside = (ages >= 0) & (ages <= config.history_s)
+    weights = np.where(inside, np.exp(-config.decay_rate_per_s * np.clip(ages, 0, None)), 0.0)
+    total = np.add.reduceat(weights, starts)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.add.reduceat(weights * values, starts) / total
+    gate = np.minimum.reduceat(np.where(inside, gates, np.inf), starts)
+    n = np.add.reduceat((weights != 0).astype(np.intp), starts)
+    return Scores(mean, gate, n)
