@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import shutil
 import time
 from dataclasses import dataclass, field
 
@@ -23,6 +24,9 @@ from tests.chaos.report import Row
 from tests.chaos.stack import ChaosStack
 
 __all__ = ["FULL_ORDER", "Context", "Plan"]
+
+#: Free space the changelogs' small log dir keeps outside the disk scenario (logdirs.py).
+SMALL_DIR_SPARE_BYTES = 8 << 20
 
 FULL_ORDER = ("kafka", "scorer", "replica", "postgres", "hostile", "sustained", "partition", "disk")
 
@@ -141,6 +145,14 @@ class Context:
         row.check(placements.gpu_twice == 0, f"{placements.gpu_twice} GPUs allocated twice")
         row.check(placements.release_lost == 0, f"{placements.release_lost} releases lost")
         row.check(placements.events_lost == 0, f"{placements.events_lost} outbox events lost")
+        if placements.lost_events:
+            row.notes.append("events not on the topic: " + "; ".join(placements.lost_events))
+        if (small := stack.small_log_dir) is not None:  # filled only by the disk scenario
+            disk = shutil.disk_usage(small)
+            used = f"{(disk.total - disk.free) >> 20} of {disk.total >> 20} MiB"
+            row.check(
+                disk.free > SMALL_DIR_SPARE_BYTES, f"the changelogs filled their dir ({used})"
+            )
         dead = [s.name for s in stack.services.values() if not s.alive]
         row.check(not dead, f"crashed: {', '.join(dead)}")
         self.samples, self.placements = samples, placements

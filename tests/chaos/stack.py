@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 
 from fairlane_runtime.kafka import ensure_topics
-from tests.chaos.logdirs import place_changelogs
+from tests.chaos.logdirs import bound_changelogs, place_changelogs
 from tests.processes import spawn, stop, wait_for_http
 from tests.servers import local_server, server_script
 
@@ -287,6 +287,7 @@ def chaos_stack(
             if small is not None:  # the scorer has created its changelogs by now
                 main_dir = tmp / f"kafka-{ports.kafka}" / "data"
                 app_id = stack.services["scorer"].env["FAIRLANE_APP_ID"]
+                asyncio.run(bound_changelogs(bootstrap, app_id))
                 place_changelogs(bootstrap, stack.kafka_env, small, main_dir, app_id)
             deadline = time.monotonic() + 180
             while not stack.all_ready():
