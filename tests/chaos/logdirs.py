@@ -9,7 +9,9 @@ closes at 1 GiB by default: under the suite's load the node-windows changelog gr
 about 16 MiB a minute, so it filled the 64 MiB filesystem by itself some four minutes
 in, long before the disk scenario, and every later row found the scorer waiting on its
 changelog and every GPU stale. Small segments let the log cleaner keep the changelogs
-near their live size (a few MiB), so only the disk scenario fills the filesystem.
+near their live size (a few MiB), and a short delete delay gives the space of a cleaned
+segment back at once (by default its file stays open for a minute: at this rate some
+40 MiB), so only the disk scenario fills the filesystem.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from aiokafka.admin import ConfigResource, ConfigResourceType
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from fairlane_runtime.kafka import kafka_admin
 from tests.servers import server_script
@@ -32,6 +34,7 @@ CHANGELOG_CONFIGS = {
     "cleanup.policy": "compact",
     "segment.bytes": str(1 << 20),
     "min.cleanable.dirty.ratio": "0.2",
+    "file.delete.delay.ms": "1000",
 }
 
 

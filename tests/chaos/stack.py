@@ -28,6 +28,9 @@ REPLICAS = 3
 #: load never asks for: their scores carry no placement and the reference needs none.
 MODELS = ("A100-80GB", "H100", "V100")
 UNPLACED_MODEL = "V100"
+#: The disk scenario's filesystem under the changelogs: room for what they hold live
+#: (logdirs.py keeps them compacted) many times over, small enough to fill in a second.
+SMALL_FS_MIB = 256
 
 
 @dataclass(frozen=True)
@@ -263,7 +266,7 @@ def chaos_stack(
     for old_log in tmp.glob("*.log"):  # a state dir reused from an earlier run
         old_log.unlink()
     with (
-        small_filesystem(tmp / "kafka-small", 64) as small,
+        small_filesystem(tmp / "kafka-small", SMALL_FS_MIB) as small,
         local_server("kafka.sh", kafka_env(ports, tmp, small)),
         local_server("postgres.sh", pg_env(ports, tmp)),
     ):
