@@ -85,8 +85,14 @@ class Service:
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
+        self.spawn()
+        self.wait_ready()
+
+    def spawn(self) -> None:
         self.proc = spawn(self.module, self.args, self.env, self.log, self.prefix)
-        if self.ready_url:
+
+    def wait_ready(self) -> None:
+        if self.ready_url and self.proc is not None:
             wait_for_http(self.ready_url, self.proc, self.log, timeout_s=180)
 
     def kill9(self) -> None:
@@ -284,9 +290,11 @@ def chaos_stack(
             small_log_dir=small,
         )
         try:
-            for svc in _services(stack):
-                svc.start()
+            for svc in _services(stack):  # all at once: their start-ups overlap
+                svc.spawn()
                 stack.services[svc.name] = svc
+            for svc in stack.services.values():
+                svc.wait_ready()
             if small is not None:  # the scorer has created its changelogs by now
                 main_dir = tmp / f"kafka-{ports.kafka}" / "data"
                 app_id = stack.services["scorer"].env["FAIRLANE_APP_ID"]
