@@ -36,10 +36,8 @@ _LEADER_LOCK = 0x4F555458  # "OUTX"
 _BATCH = 500
 # The relay holds one connection for as long as it leads; when Postgres goes away the
 # pool takes it back, and using it then raises InterfaceError ("released back to the
-# pool"), or InternalClientError ("cannot switch to state 12; another operation is in
-# progress") when the query started as the connection was lost (seen in the chaos
-# suite's Postgres outage): for this long-held connection, that is the outage too.
-_POSTGRES_GONE = (*POSTGRES_UNAVAILABLE, asyncpg.InterfaceError, asyncpg.InternalClientError)
+# pool"): for this long-held connection, that is the outage too.
+_POSTGRES_GONE = (*POSTGRES_UNAVAILABLE, asyncpg.InterfaceError)
 
 
 class OutboxRelay:
