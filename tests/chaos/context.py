@@ -19,7 +19,7 @@ from tests.chaos.audit import (
     scrape,
     wait_until,
 )
-from tests.chaos.load import LoadDriver
+from tests.chaos.load import LoadDriver, outside_contract
 from tests.chaos.report import Row
 from tests.chaos.stack import ChaosStack
 
@@ -111,9 +111,16 @@ class Context:
     def loads(self) -> collections.Counter[str]:
         return self.load.ledger.snapshot()
 
-    def finish(self, row: Row, fault_ended: float, load_before: collections.Counter[str]) -> None:
+    def finish(
+        self,
+        row: Row,
+        fault_ended: float,
+        load_before: collections.Counter[str],
+        allowed: tuple[str, ...] = (),
+    ) -> None:
         """Wait for recovery (timed from ``fault_ended``, a monotonic instant), then
-        audit: what was lost or duplicated since the previous scenario's audit."""
+        audit: what was lost or duplicated since the previous scenario's audit. The load
+        must have had only the contract's answers, and ``allowed`` outcomes."""
         took = wait_until(self.recovered, self.plan.recovery_timeout_s)
         if took is None:
             row.recovery = f"not within {self.plan.recovery_timeout_s:.0f} s"
@@ -124,6 +131,8 @@ class Context:
         now = self.loads()
         answers = sorted(((now[k] - load_before.get(k, 0), k) for k in now), reverse=True)
         row.notes.append("answers: " + ", ".join(f"{k} x{n}" for n, k in answers if n))
+        odd = [f"{k} x{n}" for n, k in answers if n and outside_contract(k) and k not in allowed]
+        row.check(not odd, "the load got answers outside the contract: " + ", ".join(odd))
         stack = self.stack
         samples = asyncio.run(audit_samples(stack.bootstrap, stack.agent_url, stack.prefix))
         placements = asyncio.run(
