@@ -23,7 +23,7 @@ from fairlane_eval.core.metrics import summarise
 from fairlane_eval.core.policies import policy
 from fairlane_eval.core.telemetry import ScoreKeeper
 from fairlane_eval.core.throughputs import shipped_throughputs
-from fairlane_eval.core.workload import load_shipped_trace
+from fairlane_eval.core.traces import load_shipped_trace
 
 TARGET_S = 300.0
 

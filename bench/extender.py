@@ -32,8 +32,9 @@ from fastapi import FastAPI, Request, Response
 
 from fairlane_events.records import GpuScore
 from fairlane_scheduler.api.extender import ExtenderState, router
-from fairlane_scheduler.core.extender import NodeSlots, judge_nodes
+from fairlane_scheduler.core.extender import judge_nodes
 from fairlane_scheduler.core.fleet import FleetView
+from fairlane_scheduler.core.node_summary import NodeSummaries
 from fairlane_scheduler.core.placement import JobShape, PlacementPolicy
 from fairlane_scheduler.core.pod_ledger import PodLedger
 
@@ -77,7 +78,7 @@ class _Live:  # what the routes read of the scheduler's runtime
 
 def in_process(fleet: FleetView, names: list[str], calls: int, now_ms: int) -> dict[str, float]:
     rng = np.random.default_rng(1)
-    policy, slots, ledger = PlacementPolicy(stale_after_s=1e9), NodeSlots(), PodLedger()
+    policy, summaries, ledger = PlacementPolicy(stale_after_s=1e9), NodeSummaries(), PodLedger()
     body = orjson.dumps({"Pod": POD, "NodeNames": names})
     timings, reference, cpu = [], [], []
     for c in range(calls):
@@ -87,10 +88,9 @@ def in_process(fleet: FleetView, names: list[str], calls: int, now_ms: int) -> d
         held = ledger.held(fleet.node_id, len(fleet.nodes), now_ms, exclude="bench")
         verdicts = judge_nodes(  # filter
             fleet,
-            slots,
+            summaries,
             shape=JobShape(2),
             policy=policy,
-            allocated=frozenset(),
             held=held,
             now_ms=now_ms + c,
             node_names=names,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import logging
 import os
 import re
@@ -136,7 +137,10 @@ async def trivial_ceiling(args: argparse.Namespace) -> dict[str, float]:
     app = trivial_app()
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
-        return await load([client], args.clients, args.seconds)
+        cpu_started = time.process_time()
+        result = await load([client], args.clients, args.seconds)
+    cpu_ms = 1000 * (time.process_time() - cpu_started)
+    return result | {"cpu_ms_per_pair": cpu_ms / max(result["placed"], 1)}
 
 
 async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
@@ -163,10 +167,24 @@ async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
             await asyncio.sleep(0.5)
         result["rss_mib"] = rss_mib()
         result["view_gpus"] = len(fleet)  # the topic keeps earlier sizes' fleets too
+        service = app.state.runtime.service
+        writes_before, carried_before = service.group_commits
+        profile = cProfile.Profile() if args.profile else None
+        cpu_started = time.process_time()
+        if profile is not None:
+            profile.enable()
         result |= await load([client], args.clients, args.seconds)
+        if profile is not None:
+            profile.disable()
+            profile.dump_stats(f"{args.profile}.{gpus}")
+        writes, carried = service.group_commits
+        result["per_write"] = (carried - carried_before) / max(writes - writes_before, 1)
+        result["cpu_ms_per_pair"] = (
+            1000 * (time.process_time() - cpu_started) / max(result["placed"], 1)
+        )
         one = await load([client], 1, min(args.seconds, 3.0))
         result |= {"one_p50_ms": one["p50_ms"], "one_p99_ms": one["p99_ms"]}
-        if gpus >= args.extender_nodes * GPUS_PER_NODE:
+        if args.extender_calls and gpus >= args.extender_nodes * GPUS_PER_NODE:
             names = sorted({g.node for g in fleet.records.values() if g.node.startswith(prefix)})
             pod = {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}
             call = {"Pod": pod, "NodeNames": names[: args.extender_nodes]}
@@ -194,6 +212,9 @@ async def main() -> None:
     parser.add_argument("--extender-calls", type=int, default=200)
     parser.add_argument("--http-gpus", type=int, default=10000, help="0: skip real HTTP")
     parser.add_argument("--http-port", type=int, default=28590)
+    parser.add_argument(
+        "--profile", help="write a cProfile of each size's 16-client load to PROFILE.<gpus>"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     await ensure_topics(args.bootstrap)
@@ -206,7 +227,7 @@ async def main() -> None:
         print(
             f"trivial endpoint, {args.clients} clients: {ceiling['placements_per_s']:,.0f} "
             f"place+release pairs/s, POST p50 {ceiling['p50_ms']:.2f} ms "
-            f"p99 {ceiling['p99_ms']:.2f} ms"
+            f"p99 {ceiling['p99_ms']:.2f} ms, CPU {ceiling['cpu_ms_per_pair']:.2f} ms per pair"
         )
         r = await run_size(args, gpus)
         line = (
@@ -215,6 +236,8 @@ async def main() -> None:
             f"{r['placements_per_s'] / commit_tps:.3f} x pgbench), "
             f"POST p50 {r['p50_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms "
             f"(1 client: p50 {r['one_p50_ms']:.1f} ms p99 {r['one_p99_ms']:.1f} ms), "
+            f"CPU {r['cpu_ms_per_pair']:.2f} ms per pair (process, clients included), "
+            f"{r['per_write']:.1f} placements per write, "
             f"RSS {r['rss_mib']:.0f} MiB with {r['view_gpus']:,} GPUs in the view"
         )
         if "extender_p99_ms" in r:

@@ -23,7 +23,8 @@ from fairlane_eval.core.fleet_variability import default_variability, read_varia
 from fairlane_eval.core.metrics import METRICS
 from fairlane_eval.core.policies import POLICIES
 from fairlane_eval.core.throughputs import read_throughputs_csv, shipped_throughputs
-from fairlane_eval.core.workload import load_shipped_trace, read_jobs_csv, shipped_traces
+from fairlane_eval.core.traces import load_shipped_trace, shipped_traces
+from fairlane_eval.core.workload import read_jobs_csv
 from fairlane_eval.report import ReportPlan, write_report
 from fairlane_eval.runner import Trial, run_trials
 from fairlane_scoring.config import ScoreConfig

@@ -9,8 +9,8 @@ the agent's first sample (scenario time 0), then replays the run's jobs in wall 
   advances at their true speed, :func:`~fairlane_eval.core.live_prediction.job_end_s`);
 - **static**: at the same instants, first fit with every GPU worth 1.0 over the
   scheduler's fleet listing (``GET /v1/nodes/{name}``), decided by the scheduler core's
-  own ``choose`` (:class:`~fairlane_eval.core.live_prediction.StaticFirstFit`), in the
-  engine's event order (:class:`~fairlane_eval.core.live_prediction.StaticSchedule`).
+  own ``choose`` (:class:`~fairlane_eval.core.static_schedule.StaticFirstFit`), in the
+  engine's event order (:class:`~fairlane_eval.core.static_schedule.StaticSchedule`).
   The API has no score-blind policy, and a second scheduler would still rank by score;
   this is what the offline ``static`` policy does, so the two are compared like for like.
 
@@ -28,181 +28,57 @@ import dataclasses
 import json
 import os
 import secrets
-import socket
-import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from fairlane_eval.core.live_prediction import (
-    Agreement,
-    ListedGpu,
     LiveSetup,
     Placed,
-    StaticSchedule,
-    agreement,
-    capacity_resolution,
     hot_aisle_setup,
     job_end_s,
-    predict,
-    same_choices,
     short_setup,
-    throttled_share,
 )
 from fairlane_eval.core.policies import policy
+from fairlane_eval.core.static_schedule import (
+    ListedGpu,
+    StaticSchedule,
+    capacity_resolution,
+)
 from fairlane_eval.core.workload import Job
-from fairlane_events.codec import decode
+from fairlane_eval.live_report import FAIRLANE_POLICY, LiveResult, as_json, compare, format_report
+from fairlane_eval.live_stack import (
+    START_TIMEOUT_S,
+    LiveError,
+    base_env,
+    call,
+    first_sample_ms,
+    free_port,
+    own_servers,
+    prepare_workdir,
+    process,
+    samples_from_now,
+    scorer_settings_env,
+    until_up,
+)
 from fairlane_events.gpu_models import find_model
-from fairlane_events.records import NodeSample
-from fairlane_events.topics import NODE_SAMPLES, STREAM_PARTITIONS
 from fairlane_runtime.kafka import ensure_topics
-from fairlane_scoring.config import ScoreConfig
 
 __all__ = ["LiveError", "LiveResult", "compare", "format_report", "live_main", "run_live"]
 
-_ROOT = Path(__file__).resolve().parents[2]  # the repository, for scripts/ (a clone only)
+_ROOT = Path(__file__).resolve().parents[2]  # the repository, for .local/ (a clone only)
 _SETUPS: dict[str, Callable[[int], LiveSetup]] = {
     "hot-aisle": hot_aisle_setup,
     "short": short_setup,
 }
-_FAIRLANE = "fairlane-fastest"  # the offline policy the live scheduler is compared with
 _POLL_S = 0.25
-_RETRIES = 4
 # Idle connections are dropped before uvicorn's 5 s keep-alive ends, so that a request is
 # never sent on a connection the server is closing.
 _LIMITS = httpx.Limits(keepalive_expiry=2.0)
-_START_TIMEOUT_S = 120.0
-
-
-class LiveError(RuntimeError):
-    """The live run could not be carried out (a service did not start, the stack saw
-    another fleet...); the message says what. Not retryable as such: fix and rerun."""
-
-
-@dataclass(frozen=True)
-class LiveResult:
-    setup: LiveSetup  # as run: its fleet carries the run's node prefix
-    t0_ms: int  # the agent's first sample: scenario time 0
-    fairlane: tuple[Placed, ...]
-    static: tuple[Placed, ...]
-    queued: int  # Fairlane requests that waited (202) before they were placed
-    wall_s: float
-
-
-# ------------------------------------------------------------------ processes
-
-
-@contextlib.asynccontextmanager
-async def _process(
-    module: str, args: Sequence[str], env: dict[str, str], log: Path
-) -> AsyncIterator[asyncio.subprocess.Process]:
-    """``python -m module args`` with its output in ``log``; SIGTERM (then SIGKILL) at exit."""
-    with log.open("wb") as out:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", module, *args, env=env, stdout=out, stderr=subprocess.STDOUT
-        )
-    try:
-        yield proc
-    finally:
-        if proc.returncode is None:
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 30)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-
-
-async def _until_up(
-    client: httpx.AsyncClient, url: str, proc: asyncio.subprocess.Process, log: Path
-) -> None:
-    deadline = time.monotonic() + _START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.returncode is not None:
-            raise LiveError(f"{log.stem} exited ({proc.returncode}):\n{_tail(log)}")
-        with contextlib.suppress(httpx.HTTPError):
-            if (await client.get(url, timeout=2)).status_code == 200:
-                return
-        await asyncio.sleep(0.5)
-    raise LiveError(f"{url} not up after {_START_TIMEOUT_S:.0f} s:\n{_tail(log)}")
-
-
-def _prepare(workdir: Path, scenario_toml: str) -> Path:
-    """The run's folder, with the scenario file the agent reads."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    scenario = workdir / "scenario.toml"
-    scenario.write_text(scenario_toml)
-    return scenario
-
-
-def _tail(log: Path, chars: int = 3000) -> str:
-    return log.read_text(errors="replace")[-chars:] if log.exists() else "(no log)"
-
-
-async def _call(
-    client: httpx.AsyncClient, method: str, path: str, json_body: Any = None
-) -> httpx.Response:
-    """One API call, retried on a dropped connection: every call the run makes is
-    idempotent (a placement request repeats under its job id and returns the original)."""
-    for attempt in range(_RETRIES):
-        try:
-            return await client.request(method, path, json=json_body)
-        except httpx.TransportError:
-            if attempt == _RETRIES - 1:
-                raise
-            await asyncio.sleep(0.2 * (attempt + 1))
-    raise AssertionError("unreachable")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _base_env(kafka: str) -> dict[str, str]:
-    """The caller's environment without its FAIRLANE_* settings: the run sets each one
-    that both sides must share, and a stray one would change only the live side."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRLANE_")}
-    return {**env, "KAFKA_BOOTSTRAP_SERVERS": kafka}
-
-
-def _scorer_env(score: ScoreConfig, heartbeat_s: float) -> dict[str, str]:
-    fixed = {"weights", "thermal_margin_c", "hampel_window", "hampel_n_sigma", "hampel_min_scale"}
-    default = ScoreConfig()
-    differs = [f for f in fixed if getattr(score, f) != getattr(default, f)]
-    if differs:
-        raise LiveError(f"the scorer has no setting for {', '.join(sorted(differs))}")
-    return {
-        "FAIRLANE_INTERVAL_S": str(score.interval_s),
-        "FAIRLANE_HISTORY_S": str(score.history_s),
-        "FAIRLANE_RECENT_WEIGHT": str(score.recent_weight),
-        "FAIRLANE_RECENT_WINDOW_S": str(score.recent_window_s),
-        "FAIRLANE_STALE_AFTER_INTERVALS": str(score.stale_after_intervals),
-        "FAIRLANE_EMIT_EPSILON": str(score.emit_epsilon),
-        "FAIRLANE_HEARTBEAT_S": str(heartbeat_s),
-    }
-
-
-# ------------------------------------------------------------------ the run
-
-
-async def _first_sample_ms(consumer: AIOKafkaConsumer, prefix: str, timeout_s: float) -> int:
-    """The ts_ms of the first node sample of the fleet whose nodes start with ``prefix``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for records in (await consumer.getmany(timeout_ms=500)).values():
-            for record in records:
-                if record.key is not None and record.key.decode().startswith(prefix):
-                    return decode(NodeSample, record.value).ts_ms
-    raise LiveError(f"no node sample from {prefix}-* within {timeout_s:.0f} s")
 
 
 class _Driver:
@@ -230,7 +106,7 @@ class _Driver:
         await asyncio.sleep(max(0.0, t_s - self.now_s()))
 
     async def _get(self, path: str) -> httpx.Response:
-        return await _call(self.client, "GET", path)
+        return await call(self.client, "GET", path)
 
     async def listing(self) -> list[ListedGpu]:
         """Our GPUs as the scheduler lists them (catalogue keys for the models)."""
@@ -264,10 +140,10 @@ class _Driver:
             "gpus_per_node": job.gpus_per_node,
             "nodes": job.nodes,
             "models": self.models,
-            "policy": policy(_FAIRLANE).pack,
+            "policy": policy(FAIRLANE_POLICY).pack,
             "queue": True,
         }
-        answer = await _call(self.client, "POST", "/v1/placements", body)
+        answer = await call(self.client, "POST", "/v1/placements", body)
         if answer.status_code not in (200, 201, 202):
             raise LiveError(f"placing {job.job_id}: {answer.status_code} {answer.text}")
         placement: dict[str, Any] = answer.json()
@@ -292,7 +168,7 @@ class _Driver:
         await self._until(
             job_end_s(self.fleet, rows, start_s, job.work_steps, self.setup.interval_s)
         )
-        await _call(self.client, "DELETE", f"/v1/placements/{placement['id']}")
+        await call(self.client, "DELETE", f"/v1/placements/{placement['id']}")
         self.live_ids.discard(placement["id"])
 
     async def _static_run(self) -> None:
@@ -310,14 +186,14 @@ class _Driver:
         uuids) must not find its GPUs allocated."""
         for placement_id in sorted(self.live_ids):
             with contextlib.suppress(httpx.HTTPError):
-                await _call(self.client, "DELETE", f"/v1/placements/{placement_id}")
+                await call(self.client, "DELETE", f"/v1/placements/{placement_id}")
 
 
 async def _wait_ready(client: httpx.AsyncClient, driver: _Driver, by_s: float) -> None:
     """The scheduler is ready and lists every GPU of the run's fleet, before ``by_s``."""
     want = len(driver.fleet.gpus)
     while True:
-        ready = (await _call(client, "GET", "/readyz")).status_code == 200
+        ready = (await call(client, "GET", "/readyz")).status_code == 200
         if ready and len(await driver.listing()) == want:
             return
         if driver.now_s() > by_s:
@@ -338,13 +214,13 @@ async def run_live(
     started = time.monotonic()
     token = f"live-{secrets.token_hex(3)}"
     setup = dataclasses.replace(setup, fleet=dataclasses.replace(setup.fleet, node_prefix=token))
-    scenario = _prepare(workdir, setup.scenario_toml)
+    scenario = prepare_workdir(workdir, setup.scenario_toml)
     admin = secrets.token_urlsafe(24)
-    api_port, scorer_port = _free_port(), _free_port()
-    base = _base_env(kafka)
+    api_port, scorer_port = free_port(), free_port()
+    base = base_env(kafka)
     scorer_env = {
         **base,
-        **_scorer_env(setup.score, setup.heartbeat_s),
+        **scorer_settings_env(setup.score, setup.heartbeat_s),
         "FAIRLANE_APP_ID": f"eval-{token}",
         "FAIRLANE_WEB_PORT": str(scorer_port),
         "FAIRLANE_DATA_DIR": str(workdir / "scorer-data"),
@@ -356,7 +232,7 @@ async def run_live(
         "FAIRLANE_THRESHOLD": str(setup.score.threshold),
         "FAIRLANE_STABILIZATION_S": str(setup.stabilization_s),
         "FAIRLANE_STALE_AFTER_S": str(3 * setup.heartbeat_s),
-        "FAIRLANE_CAPACITY_RESOLUTION": str(capacity_resolution(_FAIRLANE)),
+        "FAIRLANE_CAPACITY_RESOLUTION": str(capacity_resolution(FAIRLANE_POLICY)),
     }
     spec = setup.fleet
     agent_env = {**base, "FAIRLANE_MODELS": json.dumps(list(spec.models))}
@@ -376,23 +252,23 @@ async def run_live(
         )
         scorer_log, scheduler_log = workdir / "scorer.log", workdir / "scheduler.log"
         scorer = await stack.enter_async_context(
-            _process("fairlane_scorer", [], scorer_env, scorer_log)
+            process("fairlane_scorer", [], scorer_env, scorer_log)
         )
         scheduler = await stack.enter_async_context(
-            _process("fairlane_scheduler", ["--port", str(api_port)], scheduler_env, scheduler_log)
+            process("fairlane_scheduler", ["--port", str(api_port)], scheduler_env, scheduler_log)
         )
-        await _until_up(client, f"http://127.0.0.1:{scorer_port}/healthz", scorer, scorer_log)
-        await _until_up(client, "/healthz", scheduler, scheduler_log)
-        _say(f"scorer and scheduler up; starting the simulated fleet {token}-*")
-        consumer = await _samples_from_now(kafka)
+        await until_up(client, f"http://127.0.0.1:{scorer_port}/healthz", scorer, scorer_log)
+        await until_up(client, "/healthz", scheduler, scheduler_log)
+        say(f"scorer and scheduler up; starting the simulated fleet {token}-*")
+        consumer = await samples_from_now(kafka)
         stack.push_async_callback(consumer.stop)
         await stack.enter_async_context(
-            _process("fairlane_agent", agent_args, agent_env, workdir / "agent.log")
+            process("fairlane_agent", agent_args, agent_env, workdir / "agent.log")
         )
-        t0_ms = await _first_sample_ms(consumer, token, _START_TIMEOUT_S)
+        t0_ms = await first_sample_ms(consumer, token, START_TIMEOUT_S)
         driver = _Driver(setup, client, t0_ms, token)
         await _wait_ready(client, driver, by_s=min(j.arrival_s for j in setup.jobs))
-        _say(f"fleet listed at t = {driver.now_s():.1f} s; {len(setup.jobs)} jobs until "
+        say(f"fleet listed at t = {driver.now_s():.1f} s; {len(setup.jobs)} jobs until "
             f"t = {setup.horizon_s:.0f} s")  # fmt: skip
         await driver.run()
     return LiveResult(
@@ -403,124 +279,6 @@ async def run_live(
         driver.queued,
         time.monotonic() - started,
     )
-
-
-async def _samples_from_now(kafka: str) -> AIOKafkaConsumer:
-    """A consumer of the node samples positioned at their current ends: the next record
-    of the run's fleet is its first sample."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=kafka, group_id=None, enable_auto_commit=False)
-    await consumer.start()
-    partitions = [TopicPartition(NODE_SAMPLES, p) for p in range(STREAM_PARTITIONS)]
-    consumer.assign(partitions)
-    for tp, end in (await consumer.end_offsets(partitions)).items():
-        consumer.seek(tp, end)
-    return consumer
-
-
-# ------------------------------------------------------------------ comparison
-
-
-def compare(result: LiveResult, seeds: Sequence[int]) -> tuple[Agreement, Agreement]:
-    """(Fairlane, static): the live shares against the simulator's for the same run."""
-    setup = result.setup
-    fleet = setup.hidden_fleet()
-    fairlane = throttled_share(fleet, result.fairlane)
-    static = throttled_share(fleet, result.static)
-    return (
-        agreement(fairlane, predict(setup, _FAIRLANE, seeds)),
-        agreement(static, predict(setup, "static", seeds[:1])),  # deterministic
-    )
-
-
-def format_report(result: LiveResult, agreements: tuple[Agreement, Agreement]) -> str:
-    """The table ``make eval-live`` prints: live share, its interval, the prediction."""
-    setup, spec = result.setup, result.setup.fleet
-    lines = [
-        f"live run {setup.name!r}: {spec.nodes} nodes x {spec.gpus_per_node} GPUs "
-        f"({', '.join(spec.models)}), fleet seed {spec.seed}, {len(setup.jobs)} jobs, "
-        f"interval {setup.interval_s:g} s, threshold {setup.score.threshold:g}, "
-        f"stabilization {setup.stabilization_s:g} s, wall {result.wall_s / 60:.1f} min",
-        "placements that started on a GPU the scenario was throttling:",
-        f"  {'policy':<17} {'live':<16} {'95% interval':<16} {'predicted (seeds)':<26} agrees",
-    ]
-    for a in agreements:
-        low, high = a.interval
-        p_low, p_high = a.predicted.share_range
-        live = f"{a.live.on_throttled}/{a.live.placements} = {a.live.share:.3f}"
-        predicted = f"{a.predicted.share:.3f} ({p_low:.3f}-{p_high:.3f}, {len(a.predicted.seeds)})"
-        verdict = "yes" if a.agrees else "NO"
-        lines.append(
-            f"  {a.policy:<17} {live:<16} [{low:.3f}, {high:.3f}]   {predicted:<26} {verdict}"
-        )
-    for a, live_placed in zip(agreements, (result.fairlane, result.static), strict=True):
-        runs = len(a.predicted.shares)
-        gpus = sum(s.gpus for s in a.predicted.shares) / runs
-        hit = sum(s.gpus_on_throttled for s in a.predicted.shares) / runs
-        same = same_choices(live_placed, a.predicted.placed[0])
-        lines.append(
-            f"  {a.policy}: GPUs on throttled {a.live.gpus_on_throttled}/{a.live.gpus} live, "
-            f"{hit:.1f}/{gpus:.1f} predicted; {same} of {a.live.placements} jobs on the "
-            f"same GPUs as offline seed {a.predicted.seeds[0]}"
-        )
-    lines.append(f"  Fairlane requests that queued: {result.queued}")
-    return "\n".join(lines)
-
-
-def _as_json(result: LiveResult, agreements: tuple[Agreement, Agreement]) -> dict[str, Any]:
-    return {
-        "setup": result.setup.name,
-        "fleet_seed": result.setup.fleet.seed,
-        "jobs": len(result.setup.jobs),
-        "wall_s": round(result.wall_s, 1),
-        "queued": result.queued,
-        "policies": {
-            a.policy: {
-                "live": dataclasses.asdict(a.live),
-                "live_share": a.live.share,
-                "interval": list(a.interval),
-                "predicted_share": a.predicted.share,
-                "predicted_by_seed": [s.share for s in a.predicted.shares],
-                "agrees": a.agrees,
-                "placements": [[p.job_id, round(p.start_s, 3), list(p.rows)] for p in placed],
-            }
-            for a, placed in zip(agreements, (result.fairlane, result.static), strict=True)
-        },
-    }
-
-
-# ------------------------------------------------------------------ entry point
-
-
-@contextlib.contextmanager
-def _own_servers(kafka_port: int, pg_port: int) -> Iterator[tuple[str, str]]:
-    """Kafka and Postgres from the project's scripts on ports of their own, purged after."""
-    env = {**os.environ, "KAFKA_PORT": str(kafka_port), "PG_PORT": str(pg_port)}
-
-    def script(name: str, *args: str) -> str:
-        done = subprocess.run(  # noqa: S603 - the project's own scripts
-            [str(_ROOT / "scripts" / name), *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise LiveError(f"scripts/{name} {' '.join(args)}: {done.stdout}{done.stderr}")
-        return done.stdout
-
-    try:
-        script("kafka.sh", "up")
-        url = next(
-            line.partition("=")[2]
-            for line in script("postgres.sh", "up").splitlines()
-            if line.startswith("DATABASE_URL=")
-        )
-        yield f"127.0.0.1:{kafka_port}", url
-    finally:
-        with contextlib.suppress(LiveError):
-            script("kafka.sh", "down", "--purge")
-        with contextlib.suppress(LiveError):
-            script("postgres.sh", "down", "--purge")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -554,7 +312,7 @@ def live_main(argv: list[str] | None = None) -> int:
             kafka, database_url = args.kafka, args.database_url
             if kafka is None or database_url is None:
                 _say(f"starting Kafka (:{args.kafka_port}) and Postgres (:{args.pg_port})")
-                own_kafka, own_pg = stack.enter_context(_own_servers(args.kafka_port, args.pg_port))
+                own_kafka, own_pg = stack.enter_context(own_servers(args.kafka_port, args.pg_port))
                 kafka, database_url = kafka or own_kafka, database_url or own_pg
             result = asyncio.run(
                 run_live(
@@ -567,7 +325,7 @@ def live_main(argv: list[str] | None = None) -> int:
     agreements = compare(result, range(args.noise_seeds))
     print(format_report(result, agreements))
     if args.json is not None:
-        args.json.write_text(json.dumps(_as_json(result, agreements), indent=2) + "\n")
+        args.json.write_text(json.dumps(as_json(result, agreements), indent=2) + "\n")
     return 0 if all(a.agrees for a in agreements) else 1
 
 

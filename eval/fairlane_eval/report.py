@@ -7,20 +7,16 @@ Runs take minutes: trials run in parallel processes behind a progress bar.
 from __future__ import annotations
 
 import functools
-import itertools
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from fairlane_eval.charts.results import (
     plot_gain_vs_rate,
     plot_jct_cdf,
-    plot_sensitivity,
     plot_timeline,
 )
 from fairlane_eval.core.cluster import ClusterSpec
@@ -38,8 +34,10 @@ from fairlane_eval.core.metrics import METRICS, Summary
 from fairlane_eval.core.policies import ORACLE, ORACLES, POLICIES
 from fairlane_eval.core.throughputs import shipped_throughputs
 from fairlane_eval.core.timeline import throttled_gpu_timeline
-from fairlane_eval.core.workload import Job, load_shipped_trace
+from fairlane_eval.core.traces import load_shipped_trace
+from fairlane_eval.core.workload import Job
 from fairlane_eval.runner import Trial, run_trials
+from fairlane_eval.sensitivity import sensitivity_section
 
 __all__ = ["SAME_PACKING", "ReportPlan", "Study", "headline_studies", "write_report"]
 
@@ -257,67 +255,6 @@ def _cdf(studies: list[Study], out: Path, lines: list[str]) -> None:
     lines += ["## Job completion times", "", f"![JCT CDF]({chart.name})", ""]
 
 
-def _sensitivity(plan: ReportPlan, studies: list[Study], out: Path, lines: list[str]) -> None:
-    base = studies[0].setup
-    base = base.with_(faults=base.faults.scaled(plan.sensitivity_rate))
-    seeds = range(min(plan.seeds, 3))
-    thresholds = (0.5, 0.65, 0.8)
-    recents = (0.5, 0.7, 0.9)
-    histories = (300.0, 600.0, 1200.0)
-    windows = (0.0, 120.0, 600.0)
-
-    def with_score(setup: Setup, **changes: float) -> Setup:
-        score_changes: dict[str, Any] = {k: v for k, v in changes.items() if k != "stabilization_s"}
-        config = replace(setup.config, score=replace(setup.config.score, **score_changes))
-        if "stabilization_s" in changes:
-            config = replace(config, stabilization_s=changes["stabilization_s"])
-        return setup.with_(config=config)
-
-    pairs = {
-        "threshold x recent weight": [
-            (r, c, with_score(base, threshold=r, recent_weight=c))
-            for r, c in itertools.product(thresholds, recents)
-        ],
-        "history window x stabilization window": [
-            (r, c, with_score(base, history_s=r, recent_window_s=min(300.0, r), stabilization_s=c))
-            for r, c in itertools.product(histories, windows)
-        ],
-    }
-    trials = [Trial(base, BASELINE, s) for s in seeds]
-    for cases in pairs.values():
-        trials += [Trial(setup, "fairlane-fastest", s) for _, _, setup in cases for s in seeds]
-    results = run_trials(trials, label="sensitivity")
-    static = {t.seed: s for t, s in results.items() if t.policy == BASELINE}
-    lines += [
-        f"## Sensitivity ({base.name}, fairlane-fastest, rate x{plan.sensitivity_rate:g}, "
-        f"seeds 0-{len(seeds) - 1})",
-        "",
-    ]
-    for title, cases in pairs.items():
-        rows = sorted({r for r, _, _ in cases})
-        cols = sorted({c for _, c, _ in cases})
-        grid = np.full((len(rows), len(cols)), math.nan)
-        for r, c, setup in cases:
-            runs = {
-                "fairlane-fastest": {t.seed: s for t, s in results.items() if t.setup == setup},
-                BASELINE: static,
-            }
-            change = paired_change(runs, "mean_jct_s", "fairlane-fastest", BASELINE)
-            grid[rows.index(r), cols.index(c)] = change.mean
-            lines.append(f"- {title}: {r:g} x {c:g}: mean JCT vs static {change}")
-        labels = tuple(title.split(" x ", 1))
-        slug = title.split()[0]
-        chart = plot_sensitivity(
-            grid,
-            rows=[f"{r:g}" for r in rows],
-            cols=[f"{c:g}" for c in cols],
-            labels=(labels[0], labels[1]),
-            title=f"{title}: mean JCT vs static",
-            path=out / f"eval-sensitivity-{slug}.png",
-        )
-        lines += ["", f"![sensitivity, {title}]({chart.name})", ""]
-
-
 def _timeline(out: Path, lines: list[str]) -> None:
     config = SimConfig()
     timeline = throttled_gpu_timeline(config.score, config.stabilization_s)
@@ -339,7 +276,9 @@ def write_report(plan: ReportPlan, out: Path, command: str) -> Path:
     _timeline(out, lines)
     studies = _headline(plan, out, lines)
     _cdf(studies, out, lines)
-    _sensitivity(plan, studies, out, lines)
+    base = studies[0].setup
+    seeds = range(min(plan.seeds, 3))
+    lines += sensitivity_section(base, BASELINE, plan.sensitivity_rate, seeds, out)
     target = out / "evaluation-results.md"
     target.write_text("\n".join(lines) + "\n")
     return target

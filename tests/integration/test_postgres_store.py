@@ -1,5 +1,6 @@
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import asyncpg
 import pytest
@@ -12,12 +13,14 @@ from fairlane_scheduler.adapters.migrations import (
     load_migrations,
 )
 from fairlane_scheduler.adapters.outbox import OutboxRelay
-from fairlane_scheduler.adapters.store import PostgresStore, connect_pool
+from fairlane_scheduler.adapters.pg_pool import connect_pool, keeps_session_state
+from fairlane_scheduler.adapters.store import PostgresStore
 from fairlane_scheduler.api.deps import SchedulerMetrics
 from fairlane_scheduler.core.ledger import Holding
+from fairlane_scheduler.core.master_port import PortRange
 from fairlane_scheduler.core.placements import Placement, PlacementRequest
 from fairlane_scheduler.errors import AllocationConflictError, DatabaseUnavailableError
-from fairlane_scheduler.storage import JobTaken, PortRange, Written
+from fairlane_scheduler.storage import Ending, JobTaken, Written
 from tests.integration.test_scheduler_api import placement_events
 
 pytestmark = pytest.mark.integration
@@ -68,6 +71,25 @@ P1 = "00000000-0000-0000-0000-000000000001"
 P2 = "00000000-0000-0000-0000-000000000002"
 
 
+async def test_the_pool_resets_only_sessions_marked_as_keeping_state(database_url: str) -> None:
+    """No reset statement on release (it doubled each placement's round trips), except
+    for a session marked as holding state: its advisory lock does not outlive it."""
+    pool = await connect_pool(database_url, min_size=1, max_size=1)
+    held = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+    try:
+        async with pool.acquire() as conn:
+            await conn.execute("SET application_name = 'unreset'")
+        async with pool.acquire() as conn:  # the same session, not reset
+            assert await conn.fetchval("SHOW application_name") == "unreset"
+            keeps_session_state(conn)
+            await conn.execute("SELECT pg_advisory_lock(42)")
+        async with pool.acquire() as conn:
+            assert await conn.fetchval(held) == 0
+            assert await conn.fetchval("SHOW application_name") != "unreset"
+    finally:
+        await pool.close()
+
+
 async def test_migrations_apply_once_and_detect_edits(database_url: str) -> None:
     conn = await asyncpg.connect(database_url)
     try:
@@ -114,12 +136,44 @@ async def test_database_forbids_two_live_allocations_of_one_gpu(pool: asyncpg.Po
     assert await store.get(P2) is None
     assert await live_gpus(store) == {"g1", "g2"}
     # Once released, the GPU can be placed again.
-    ended, now = await store.end(P1, "released", now_ms=2)
+    ended, now = await store.end(Ending(P1, "released", now_ms=2))
     assert ended is not None
     assert ended.state == "released"
     assert now
-    assert await store.end(P1, "released", now_ms=3) == (ended, False)
+    assert await store.end(Ending(P1, "released", now_ms=3)) == (ended, False)
     assert isinstance(await store.create(placement(P2, "job-2", ["g2"]), REQUEST, PORTS), Written)
+
+
+async def test_a_batch_commits_together_and_judges_each_placement_alone(
+    pool: asyncpg.Pool,
+) -> None:
+    """Group commit: one statement for several placements; a GPU another live placement
+    holds rolls back that placement alone, a taken job id is answered as such, a taken
+    port is replaced, and what commits is exact (its scores and lease included)."""
+    store = PostgresStore(pool)
+    await store.create(placement(P1, "job-1", ["g1"]), REQUEST, PORTS)
+    p3, p4 = (f"00000000-0000-0000-0000-00000000000{i}" for i in (3, 4))
+    ok = replace(placement(P2, "job-2", ["g2"]), lease_expires_at_ms=1_700_000_000_123)
+    batch = [
+        (ok, REQUEST),
+        (placement(p3, "job-3", ["g1", "g3"], port=29501), REQUEST),  # g1 is live: lost
+        (placement(p4, "job-1", ["g4"], port=29502), REQUEST),  # job-1 exists
+    ]
+    outcomes = await store.create_many(batch, PORTS)
+    assert outcomes[1:] == [None, JobTaken()]
+    assert isinstance(outcomes[0], Written)
+    assert outcomes[0].placement.nodes[0].master_port == 29501  # 29500 is job-1's
+    assert await store.get(p3) is None
+    assert await store.get(p4) is None
+    got = await store.get(P2)
+    assert got is not None
+    assert got.lease_expires_at_ms == 1_700_000_000_123
+    assert await live_gpus(store) == {"g1", "g2"}
+    async with pool.acquire() as conn:
+        score = await conn.fetchval("SELECT score FROM allocations WHERE gpu_uuid = 'g2'")
+        events = await conn.fetchval("SELECT count(*) FROM outbox")
+    assert score == 0.9
+    assert events == 2  # job-1's and job-2's created events, nothing of the others
 
 
 async def test_a_live_port_is_never_given_twice_on_a_node(pool: asyncpg.Pool) -> None:
@@ -149,7 +203,7 @@ async def test_events_committed_while_no_relay_runs_are_published_later(
     (any replica) publishes what the outbox holds, then marks it."""
     store = PostgresStore(pool)
     await store.create(placement(P1, "job-1", ["g1"]), REQUEST, PORTS)
-    await store.end(P1, "released", now_ms=2)
+    await store.end(Ending(P1, "released", now_ms=2))
     metrics = SchedulerMetrics.create()
     relay = OutboxRelay(
         pool,

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from fairlane_scheduler.adapters.pg_pool import connect_pool
 from fairlane_scheduler.adapters.pg_tls import client_ssl
-from fairlane_scheduler.adapters.store import connect_pool
 from fairlane_scheduler.errors import DatabaseTlsError
 from tests.processes import failed_start
 from tests.servers import TEST_PG_TLS_PORT, local_server

@@ -8,20 +8,16 @@ import math
 import numpy as np
 import pytest
 
+from fairlane_eval.core.agreement import Agreement, agreement, wilson_interval
 from fairlane_eval.core.cluster import HiddenFleet, HiddenGpu
 from fairlane_eval.core.engine import simulate
 from fairlane_eval.core.live_prediction import (
     JOB_TYPE,
-    Agreement,
-    ListedGpu,
     LiveSetup,
     Placed,
     Prediction,
     Share,
-    StaticFirstFit,
-    StaticSchedule,
     UnitThroughput,
-    agreement,
     hot_aisle_setup,
     is_throttled,
     job_end_s,
@@ -30,9 +26,9 @@ from fairlane_eval.core.live_prediction import (
     same_choices,
     short_setup,
     throttled_share,
-    wilson_interval,
 )
 from fairlane_eval.core.policies import policy
+from fairlane_eval.core.static_schedule import ListedGpu, StaticFirstFit, StaticSchedule
 from fairlane_eval.core.workload import Job
 from fairlane_events.gpu_models import CATALOG
 from fairlane_sim.scenario import ScenarioEvent

@@ -19,17 +19,19 @@ from fairlane_eval.core.straggler import (
     CovTrace,
     StepModel,
     WorkerTimes,
-    cov_ceiling,
     cov_stragglers,
     job_stragglers,
     longest_episode,
+    parse_cov_table,
+    parse_worker_times,
+    simulated_gang,
+)
+from fairlane_eval.core.straggler_formulas import (
+    cov_ceiling,
     max_over_mean_bounds,
     mean_step,
     one_straggler_cov,
     one_straggler_ratio,
-    parse_cov_table,
-    parse_worker_times,
-    simulated_gang,
     slowest_over_median,
 )
 

@@ -11,19 +11,21 @@ import numpy as np
 import pytest
 
 from fairlane_eval.core.throughputs import ThroughputTable, shipped_throughputs
-from fairlane_eval.core.workload import (
+from fairlane_eval.core.traces import (
     GAVEL_MULTI_WINDOW_S,
     GAVEL_VCS,
     PHILLY_10K_START,
     POLLUX_JOB_TYPES,
-    Job,
-    WorkloadError,
     gavel_trace_jobs,
     load_shipped_trace,
     philly_jobs,
     pollux_workload_jobs,
-    read_jobs_csv,
     shipped_traces,
+)
+from fairlane_eval.core.workload import (
+    Job,
+    WorkloadError,
+    read_jobs_csv,
     split_gang,
     write_jobs_csv,
 )

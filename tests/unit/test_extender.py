@@ -7,8 +7,10 @@ import pytest
 from fastapi import FastAPI
 
 from fairlane_scheduler.api.extender import ExtenderState, router
-from fairlane_scheduler.core.extender import GangAsk, NodeSlots, Verdicts, judge_nodes
+from fairlane_scheduler.core.extender import GangAsk, Verdicts, judge_nodes
+from fairlane_scheduler.core.extender_reasons import _distinct_rows
 from fairlane_scheduler.core.fleet import FleetView
+from fairlane_scheduler.core.node_summary import NodeSummaries
 from fairlane_scheduler.core.placement import JobShape, PlacementPolicy
 from fairlane_scheduler.core.pod import PodError, pod_gang, pod_shape
 from fairlane_scheduler.core.pod_ledger import PodGpus, PodLedger
@@ -102,12 +104,13 @@ def judge(
     gang: GangAsk | None = None,
     now_ms: int = NOW,
 ) -> Verdicts:
+    for gpu in allocated:
+        fleet.hold(gpu)
     return judge_nodes(
         fleet,
-        NodeSlots(),
+        NodeSummaries(),
         shape=shape,
         policy=POLICY,
-        allocated=allocated,
         held=held,
         now_ms=now_ms,
         node_names=names,
@@ -169,17 +172,16 @@ def test_prioritize_ranks_the_survivors_from_the_filters_answer() -> None:
 def test_a_node_with_5_qualifying_gpus_takes_two_2_gpu_pods_not_four() -> None:
     """The reproduction of issue 10: 8 GPUs, 3 below the threshold."""
     fleet = fleet_of(node("n", [0.9] * 5 + [0.4] * 3))
-    ledger, slots = PodLedger(), NodeSlots()
+    ledger, summaries = PodLedger(), NodeSummaries()
     bound = 0
     for i in range(4):
         uid = f"pod-{i}"
         held = ledger.held(fleet.node_id, len(fleet.nodes), NOW, exclude=uid)
         verdicts = judge_nodes(
             fleet,
-            slots,
+            summaries,
             shape=JobShape(2),
             policy=POLICY,
-            allocated=frozenset(),
             held=held,
             now_ms=NOW,
             node_names=["n"],
@@ -241,3 +243,13 @@ def test_kubernetes_settings_that_cannot_work_are_refused() -> None:
     with pytest.raises(ValueError, match="needs kube_token_file"):
         SchedulerSettings(auth_disabled=True, kube_api_url="https://127.0.0.1:6443")
     assert SchedulerSettings(auth_disabled=True, kube_api_url="in-cluster").kube_api_url
+
+
+@pytest.mark.parametrize("wide", [1, 2000])  # one int64 code; rows too wide for one
+def test_equal_reason_keys_are_grouped_exactly(wide: int) -> None:
+    rng = np.random.default_rng(3)
+    keys = rng.integers(0, 3, size=(400, 13)) * wide
+    keys[:, 11] = rng.choice([-(2**53), 1_700_000_000], size=400)  # a time, or none
+    first, which = _distinct_rows(keys)
+    assert (keys[first][which] == keys).all()  # each row is its group's row
+    assert len(first) == len({tuple(row) for row in keys.tolist()})

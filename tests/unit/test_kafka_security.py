@@ -248,6 +248,9 @@ async def test_the_schedulers_outbox_producer_gets_the_block(
         async def execute(self, *_: object) -> None:
             pass
 
+        def get_server_pid(self) -> int:
+            return 1
+
         async def add_listener(self, *_: object) -> None:
             pass
 

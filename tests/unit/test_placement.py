@@ -2,7 +2,7 @@ import pytest
 
 from fairlane_events.records import GpuScore
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
-from fairlane_scheduler.core.master_port import next_free_port
+from fairlane_scheduler.core.master_port import PortRange, next_free_port
 from fairlane_scheduler.core.placement import (
     NOT_ENOUGH_ON_NODE,
     Choice,
@@ -157,7 +157,12 @@ def test_the_fleet_grows_past_its_initial_capacity() -> None:
     ],
 )
 def test_next_free_port(used: set[int], expected: int | None) -> None:
-    assert next_free_port(used, 29500, 29502) == expected
+    assert next_free_port(used, PortRange(29500, 29502)) == expected
+
+
+def test_next_free_port_takes_the_hint_when_it_is_free() -> None:
+    assert next_free_port({29500}, PortRange(29500, 29502), hint=29502) == 29502
+    assert next_free_port({29502}, PortRange(29500, 29502), hint=29502) == 29500
 
 
 def test_fail_closed_by_default_and_best_available_falls_back_marked() -> None:

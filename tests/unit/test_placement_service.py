@@ -11,6 +11,7 @@ import pytest
 
 from fairlane_scheduler.adapters.memory_store import MemoryStore
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
+from fairlane_scheduler.core.master_port import PortRange
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.core.placements import Placement, PlacementRequest
 from fairlane_scheduler.core.quota import Quota
@@ -21,7 +22,7 @@ from fairlane_scheduler.errors import (
     QuotaBusyError,
     QuotaNeverFitsError,
 )
-from fairlane_scheduler.service import PlacementService, PortRange
+from fairlane_scheduler.service import PlacementService
 from tests.factories import GIB, gpu_score
 
 NOW = 1_700_000_000_000
@@ -91,7 +92,31 @@ async def test_concurrent_requests_of_one_replica_never_choose_the_same_gpus() -
     held = [gpus_of(p) for p, _ in answers]
     assert len(set().union(*held)) == 32  # every GPU once
     assert service.conflicts == 0
-    assert store.writes == 16  # one write each: no lost race to retry
+    assert store.batches == [16]  # decided together, written together (group commit)
+    assert store.writes == 1
+
+
+async def test_a_lost_race_in_a_batch_retries_that_request_alone() -> None:
+    store = MemoryStore()
+    ours, theirs = service_on(store, fleet_of(3, 2)), service_on(store, fleet_of(3, 2))
+    await ours.resync()
+    taken, _ = await theirs.place(request("theirs", 2))  # n0, which ours thinks free
+    answers = await asyncio.gather(ours.place(request("a", 2)), ours.place(request("b", 2)))
+    assert all(created for _, created in answers)
+    held = [gpus_of(taken), *(gpus_of(p) for p, _ in answers)]
+    assert len(set().union(*held)) == 6  # no GPU twice
+    assert ours.conflicts == 1
+    assert store.batches == [2]  # a lost n0, b committed; a's retry went alone
+    assert store.writes == 3  # theirs, the batch, a's retry
+
+
+async def test_identical_requests_in_one_batch_are_one_placement() -> None:
+    store = MemoryStore()
+    service = service_on(store, fleet_of(1, 4))
+    answers = await asyncio.gather(*(service.place(request("j", 2)) for _ in range(2)))
+    assert sorted(created for _, created in answers) == [False, True]
+    assert answers[0][0] == answers[1][0]
+    assert len(service.allocated) == 2  # the replayed request's reservation is gone
 
 
 async def test_a_stale_view_loses_the_race_resynchronises_and_retries() -> None:

@@ -28,16 +28,15 @@ from fairlane_eval.core.straggler import (
     JobStragglers,
     StepModel,
     WorkerTimes,
-    cov_ceiling,
     cov_stragglers,
     gang_over_median,
     job_stragglers,
     longest_episode,
-    one_straggler_cov,
     parse_cov_table,
     parse_worker_times,
     simulated_gang,
 )
+from fairlane_eval.core.straggler_formulas import cov_ceiling, one_straggler_cov
 
 __all__ = ["CHART_NAME", "SEED", "read_pai_minibatch", "straggler_report", "write_straggler_chart"]
 

@@ -14,7 +14,7 @@ from fairlane_runtime.entry import exit_with_error, load_settings
 from fairlane_runtime.errors import FairlaneError
 from fairlane_runtime.kafka import ensure_topics
 from fairlane_runtime.logging import configure_logging
-from fairlane_scheduler.adapters.store import connect_pool
+from fairlane_scheduler.adapters.pg_pool import connect_pool
 from fairlane_scheduler.api.tokens import TokenFileError
 from fairlane_scheduler.app import create_app, database_ssl
 from fairlane_scheduler.errors import SchedulerError

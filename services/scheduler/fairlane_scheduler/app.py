@@ -22,9 +22,10 @@ from fairlane_scheduler.adapters.fleet_metrics import FleetCollector
 from fairlane_scheduler.adapters.live_gpus import LiveGpusCache
 from fairlane_scheduler.adapters.migrations import apply_migrations, load_migrations
 from fairlane_scheduler.adapters.outbox import OutboxRelay
+from fairlane_scheduler.adapters.pg_pool import connect_pool
 from fairlane_scheduler.adapters.pg_tls import client_ssl
 from fairlane_scheduler.adapters.scores import ScoresFollower
-from fairlane_scheduler.adapters.store import PostgresStore, connect_pool
+from fairlane_scheduler.adapters.store import PostgresStore
 from fairlane_scheduler.api import dashboard, extender
 from fairlane_scheduler.api.auth import TokenTable
 from fairlane_scheduler.api.deps import Runtime, SchedulerMetrics
@@ -33,10 +34,11 @@ from fairlane_scheduler.api.listeners import ExtenderPortGate
 from fairlane_scheduler.api.routes import router
 from fairlane_scheduler.clock import now_ms
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
+from fairlane_scheduler.core.master_port import PortRange
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.core.placements import Placement
 from fairlane_scheduler.kube.wiring import with_kube_edges
-from fairlane_scheduler.service import PlacementService, PortRange
+from fairlane_scheduler.service import PlacementService
 from fairlane_scheduler.settings import SchedulerSettings
 
 __all__ = ["create_app", "database_ssl", "housekeeping"]

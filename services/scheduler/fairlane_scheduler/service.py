@@ -9,18 +9,13 @@ from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import replace
 
+from fairlane_scheduler.core.decision import decide
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.ledger import Holding, Ledger
-from fairlane_scheduler.core.master_port import next_free_port
-from fairlane_scheduler.core.placement import JobShape, NoPlacement, PlacementPolicy, choose
-from fairlane_scheduler.core.placements import (
-    EventKind,
-    Placement,
-    PlacementRequest,
-    assemble,
-    waiting,
-)
-from fairlane_scheduler.core.quota import Quota, QuotaVerdict, check_quota, models_within_quota
+from fairlane_scheduler.core.master_port import PortRange
+from fairlane_scheduler.core.placement import PlacementPolicy
+from fairlane_scheduler.core.placements import EventKind, Placement, PlacementRequest, waiting
+from fairlane_scheduler.core.quota import Quota, check_quota
 from fairlane_scheduler.errors import (
     AllocationConflictError,
     JobConflictError,
@@ -30,17 +25,18 @@ from fairlane_scheduler.errors import (
     NotReadyError,
     QuotaExceededError,
 )
+from fairlane_scheduler.group_commit import GroupCommit
 from fairlane_scheduler.storage import (
+    Ending,
     JobTaken,
     NoFreePort,
     OverQuota,
     PlacementStore,
-    PortRange,
     WriteOutcome,
     Written,
 )
 
-__all__ = ["PlacementService", "PortRange"]
+__all__ = ["PlacementService"]
 
 _ATTEMPTS = 5  # a lost race with another replica retries on a resynchronised view
 
@@ -69,8 +65,14 @@ class PlacementService:
         self._is_fleet_ready = is_fleet_ready
         self._new_id = new_id
         self.ledger = Ledger(fleet)
+        self._commits = GroupCommit(store, ports)
         self._quotas: dict[str, Quota] = {}
         self.conflicts = 0  # writes Postgres refused for a GPU or port (then retried)
+
+    @property
+    def group_commits(self) -> tuple[int, int]:
+        """Placement writes issued so far, and the placements they carried."""
+        return self._commits.batches, self._commits.placements
 
     @property
     def allocated(self) -> Collection[str]:
@@ -219,33 +221,17 @@ class PlacementService:
             return self._decide(request, self._new_id())
 
     def _decide(self, request: PlacementRequest, placement_id: str) -> Placement:
-        """Choose on the in-memory view and reserve what was chosen, in one step (no
+        """Decide on the in-memory view and reserve what was chosen, in one step (no
         await): concurrent requests of this replica never choose the same GPUs."""
-        shape = JobShape(
-            gpus_per_node=request.gpus_per_node,
-            nodes=request.nodes,
-            min_gpu_memory_gib=request.min_gpu_memory_gib,
-            models=request.models,
-            policy=request.policy,
-        )
-        quota = self._quotas.get(request.namespace)
-        if quota is not None:
-            used = self.ledger.usage(request.namespace)
-            wanted = request.gpus_per_node * request.nodes
-            models = models_within_quota(quota, used, shape.models, self._fleet.models, wanted)
-            if isinstance(models, QuotaVerdict):
-                raise QuotaExceededError.of(models.reason, ever=models.ever)
-            shape = replace(shape, models=models)
-        now_ms = self._clock_ms()
-        choice = choose(self._fleet, shape, self._policy, self._fleet.held_rows(), now_ms)
-        if isinstance(choice, NoPlacement):
-            raise NoCapacityError(choice.summary(), choice.reasons)
-        master = choice.nodes[0].node
-        port = next_free_port(self.ledger.ports(master), self._ports.first, self._ports.last)
-        if port is None:
-            raise NoCapacityError(f"no free MASTER_PORT on {master}", {"ports": 1})
-        placement = assemble(
-            request, self._fleet, choice, port=port, placement_id=placement_id, now_ms=now_ms
+        placement = decide(
+            request,
+            fleet=self._fleet,
+            ledger=self.ledger,
+            quota=self._quotas.get(request.namespace),
+            policy=self._policy,
+            ports=self._ports,
+            placement_id=placement_id,
+            now_ms=self._clock_ms(),
         )
         self.ledger.reserve(Holding.of(placement))
         return placement
@@ -260,7 +246,7 @@ class PlacementService:
             if request is None:
                 outcome = await self._store.promote(placement, self._clock_ms(), self._ports)
             else:
-                outcome = await self._store.create(placement, request, self._ports)
+                outcome = await self._commits.create(placement, request)
         except AllocationConflictError:
             outcome = None
         finally:
@@ -295,9 +281,8 @@ class PlacementService:
         reason: str | None,
         namespace: str | None = None,
     ) -> Placement | None:
-        placement, ended = await self._store.end(
-            placement_id, state, self._clock_ms(), reason, namespace
-        )
+        ending = Ending(placement_id, state, self._clock_ms(), reason, namespace)
+        placement, ended = await self._store.end(ending)
         if ended:
             self.ledger.release(placement_id)
         return placement

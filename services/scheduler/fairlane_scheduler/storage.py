@@ -10,30 +10,37 @@ outcome; a GPU another live placement holds raises
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from fairlane_scheduler.core.ledger import Holding
+from fairlane_scheduler.core.master_port import PortRange
 from fairlane_scheduler.core.placements import EventKind, Placement, PlacementRequest
 from fairlane_scheduler.core.quota import Quota
 
 __all__ = [
+    "Ending",
     "JobTaken",
     "NoFreePort",
     "NotPending",
     "OverQuota",
     "PlacementStore",
-    "PortRange",
     "WriteOutcome",
     "Written",
 ]
 
 
 @dataclass(frozen=True)
-class PortRange:
-    first: int = 29500
-    last: int = 29999
+class Ending:
+    """An open placement to end: its new state, when, why, and the namespace it must
+    belong to (None: any)."""
+
+    placement_id: str
+    state: EventKind
+    now_ms: int
+    reason: str | None = None
+    namespace: str | None = None
 
 
 @dataclass(frozen=True)
@@ -77,21 +84,20 @@ class PlacementStore(Protocol):
         pending (``pending`` event): :class:`Written`, :class:`JobTaken`,
         :class:`OverQuota` or :class:`NoFreePort`."""
 
+    async def create_many(
+        self, batch: Sequence[tuple[Placement, PlacementRequest]], ports: PortRange
+    ) -> list[WriteOutcome | None]:
+        """:meth:`create` for each, in one transaction, outcomes in order; None: a GPU or
+        port another live placement holds (that placement alone is not written)."""
+
     async def promote(self, placement: Placement, now_ms: int, ports: PortRange) -> WriteOutcome:
         """Give a pending placement its GPUs: :class:`Written`, :class:`NotPending`,
         :class:`OverQuota` or :class:`NoFreePort`."""
 
-    async def end(
-        self,
-        placement_id: str,
-        state: EventKind,
-        now_ms: int,
-        reason: str | None = None,
-        namespace: str | None = None,
-    ) -> tuple[Placement | None, bool]:
+    async def end(self, ending: Ending) -> tuple[Placement | None, bool]:
         """End an open placement (its GPUs freed, its event written): the placement and
         whether it ended now (False: it had ended before). None: no such placement (in
-        ``namespace``, when given)."""
+        its namespace, when given)."""
 
     async def get(self, placement_id: str) -> Placement | None: ...
 

@@ -10,10 +10,10 @@ opened later still has the recent past to chart).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Mapping, Sequence
 
+from fairlane_runtime.background import BackgroundLoop
 from fairlane_runtime.outage import OutageLog
 from fairlane_scheduler.core.dashboard import Frame, ScoreHistory, cell
 from fairlane_scheduler.core.fleet import FleetView
@@ -29,7 +29,7 @@ log = logging.getLogger("fairlane.scheduler.dashboard")
 PlacementLists = Callable[[], Awaitable[tuple[Sequence[Placement], Sequence[Placement]]]]
 
 
-class DashboardFeed:
+class DashboardFeed(BackgroundLoop):
     def __init__(
         self,
         *,
@@ -42,6 +42,7 @@ class DashboardFeed:
         outage: OutageLog,
         interval_s: float = 1.0,
     ) -> None:
+        super().__init__("dashboard-feed")
         self._fleet = fleet
         self._allocated = allocated
         self.policy = policy
@@ -53,19 +54,10 @@ class DashboardFeed:
         self.history = ScoreHistory()
         self.watchers = 0
         self.latest: Frame | None = None
+        self._seq = 0  # frames drawn so far
         self._changed = asyncio.Condition()
-        self._task: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="dashboard-feed")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _run(self) -> None:
+    async def run(self) -> None:
         while True:
             await self.tick()
             await asyncio.sleep(self._interval_s)
@@ -73,8 +65,12 @@ class DashboardFeed:
     async def tick(self) -> None:
         """Record the scores' history; draw a new frame if a page is open."""
         self.history.observe(self._fleet.drain_changed())  # not all 100k records a second
-        if self.watchers == 0 and self.latest is not None:
+        if self.watchers == 0:  # no page open: hold no frame (a cell per GPU, 19 MiB at 100k)
+            self.latest = None
             return
+        await self._draw()
+
+    async def _draw(self) -> None:
         now = self._clock_ms()
         states = fleet_gpu_states(self._fleet, self._allocated(), self.policy, now)
         rows = {node: [cell(g) for g in gpus] for node, gpus in states.items()}
@@ -87,7 +83,7 @@ class DashboardFeed:
         else:
             self._outage.succeeded()
         frame = Frame(
-            seq=(last.seq + 1) if last else 1,
+            seq=self._seq + 1,
             ts_ms=now,
             rows=rows,
             placements=placements,
@@ -95,6 +91,7 @@ class DashboardFeed:
             counters=dict(self._counters()),
         )
         async with self._changed:
+            self._seq = frame.seq
             self.latest = frame
             self._changed.notify_all()
 
@@ -109,6 +106,8 @@ class DashboardFeed:
         frames rather than queueing them: the next diff covers what it missed)."""
         self.watchers += 1
         try:
+            if self.latest is None:  # the first page since none was open: draw one now
+                await self._draw()
             seen = 0
             while True:
                 frame = await self._next(seen)

@@ -58,7 +58,7 @@ class FleetCollector(Collector):
         for state, count in sorted(counts.items()):
             by_state.add_metric([_label(state)], count)
         yield by_state
-        gated = sum(r.components.get("health_gate") == 0 for r in fleet.records.values())
+        gated = sum(value == 0 for value in fleet.records.component("health_gate"))
         yield GaugeMetricFamily(
             "fairlane_scheduler_gpus_health_gated",
             "GPUs whose health gate is shut (ECC, row remaps, lost)",
@@ -69,10 +69,10 @@ class FleetCollector(Collector):
             "each GPU's latest capacity score (0..1)",
             labels=["node", "gpu", "uuid", "model"],
         )
-        for record in fleet.records.values():
-            score.add_metric(
-                [record.node, str(record.index), record.uuid, record.model], record.score
-            )
+        for node, index, uuid, model, value in fleet.records.columns(
+            "node", "index", "uuid", "model", "score"
+        ):
+            score.add_metric([node, str(index), uuid, model], value)
         yield score
         if self._relay is not None:
             yield CounterMetricFamily(

@@ -8,16 +8,12 @@ second."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
 from collections.abc import Awaitable, Callable, Collection
 
 from fairlane_runtime.outage import OutageLog
+from fairlane_runtime.periodic import Periodic
 
 __all__ = ["LiveGpusCache"]
-
-log = logging.getLogger("fairlane.scheduler.live_gpus")
 
 
 class LiveGpusCache:
@@ -30,9 +26,7 @@ class LiveGpusCache:
     ) -> None:
         self.refresh = refresh
         self._allocated = allocated
-        self._outage = outage
-        self._refresh_s = refresh_s
-        self._task: asyncio.Task[None] | None = None
+        self._loop = Periodic("live-gpus", refresh, refresh_s, outage, wait_first=True)
 
     @property
     def current(self) -> Collection[str]:
@@ -41,20 +35,7 @@ class LiveGpusCache:
 
     async def start(self) -> None:
         await self.refresh()
-        self._task = asyncio.create_task(self._refresh(), name="live-gpus")
+        await self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _refresh(self) -> None:
-        while True:
-            await asyncio.sleep(self._refresh_s)
-            try:
-                await self.refresh()
-            except Exception as exc:  # noqa: BLE001 - sorted by OutageLog.record; loop goes on
-                self._outage.record(exc)
-            else:
-                self._outage.succeeded()
+        await self._loop.stop()

@@ -6,24 +6,27 @@ judged on what is committed) and the events each change writes; nothing is durab
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import replace
 
 from fairlane_events.records import PlacementEvent
 from fairlane_scheduler.core.ledger import Holding
+from fairlane_scheduler.core.master_port import PortRange, next_free_port
 from fairlane_scheduler.core.placements import (
     EventKind,
     Placement,
     PlacementRequest,
     placement_event,
+    with_master_port,
 )
 from fairlane_scheduler.core.quota import Quota, check_quota
 from fairlane_scheduler.errors import AllocationConflictError
 from fairlane_scheduler.storage import (
+    Ending,
     JobTaken,
     NoFreePort,
     NotPending,
     OverQuota,
-    PortRange,
     WriteOutcome,
     Written,
 )
@@ -39,6 +42,7 @@ class MemoryStore:
         self.quota_rows: dict[str, Quota] = {}
         self.cordons: dict[str, str] = {}
         self.writes = 0  # create and promote calls, to count round trips
+        self.batches: list[int] = []  # the size of each create_many call
 
     def _live(self) -> list[Placement]:
         return [p for p in self.placements.values() if p.is_live]
@@ -59,15 +63,13 @@ class MemoryStore:
                 return OverQuota(quota, used)
         master = placement.nodes[0]
         taken = {p.nodes[0].master_port for p in self._live() if p.nodes[0].node == master.node}
-        free = [master.master_port, *range(ports.first, ports.last + 1)]
-        port = next((p for p in free if p not in taken), None)
+        port = next_free_port(taken, ports, hint=master.master_port)
         if port is None:
             return NoFreePort()
         held = {g.uuid for p in self._live() for n in p.nodes for g in n.gpus}
         if held & {g.uuid for n in placement.nodes for g in n.gpus}:
             raise AllocationConflictError("a GPU of this placement is live elsewhere")
-        nodes = tuple(n.model_copy(update={"master_port": port}) for n in placement.nodes)
-        return Written(replace(placement, nodes=nodes))
+        return Written(with_master_port(placement, port))
 
     def _record(self, placement: Placement, kind: EventKind, ts_ms: int) -> None:
         self.placements[placement.id] = placement
@@ -77,7 +79,12 @@ class MemoryStore:
         self, placement: Placement, request: PlacementRequest, ports: PortRange
     ) -> WriteOutcome:
         self.writes += 1
-        if await self.find_job(placement.namespace, placement.job_id) is not None:
+        return self._create(placement, request, ports)
+
+    def _create(
+        self, placement: Placement, request: PlacementRequest, ports: PortRange
+    ) -> WriteOutcome:
+        if self._job(placement.namespace, placement.job_id) is not None:
             return JobTaken()
         outcome: WriteOutcome = Written(placement)
         if placement.is_live:
@@ -87,6 +94,19 @@ class MemoryStore:
             kind: EventKind = "created" if placement.is_live else "pending"
             self._record(outcome.placement, kind, placement.created_at_ms)
         return outcome
+
+    async def create_many(
+        self, batch: Sequence[tuple[Placement, PlacementRequest]], ports: PortRange
+    ) -> list[WriteOutcome | None]:
+        self.writes += 1
+        self.batches.append(len(batch))
+        outcomes: list[WriteOutcome | None] = []
+        for placement, request in batch:
+            try:
+                outcomes.append(self._create(placement, request, ports))
+            except AllocationConflictError:
+                outcomes.append(None)
+        return outcomes
 
     async def promote(self, placement: Placement, now_ms: int, ports: PortRange) -> WriteOutcome:
         self.writes += 1
@@ -98,28 +118,24 @@ class MemoryStore:
             self._record(outcome.placement, "created", now_ms)
         return outcome
 
-    async def end(
-        self,
-        placement_id: str,
-        state: EventKind,
-        now_ms: int,
-        reason: str | None = None,
-        namespace: str | None = None,
-    ) -> tuple[Placement | None, bool]:
-        held = self.placements.get(placement_id)
-        if held is None or namespace not in (None, held.namespace):
+    async def end(self, ending: Ending) -> tuple[Placement | None, bool]:
+        held = self.placements.get(ending.placement_id)
+        if held is None or ending.namespace not in (None, held.namespace):
             return None, False
         if not held.is_open:
             return held, False
-        ended = replace(held, state=state, ended_at_ms=now_ms)
-        self.placements[placement_id] = ended
-        self.events.append(placement_event(ended, state, now_ms, reason))
+        ended = replace(held, state=ending.state, ended_at_ms=ending.now_ms)
+        self.placements[ending.placement_id] = ended
+        self.events.append(placement_event(ended, ending.state, ending.now_ms, ending.reason))
         return ended, True
 
     async def get(self, placement_id: str) -> Placement | None:
         return self.placements.get(placement_id)
 
     async def find_job(self, namespace: str, job_id: str) -> Placement | None:
+        return self._job(namespace, job_id)
+
+    def _job(self, namespace: str, job_id: str) -> Placement | None:
         found = (
             p for p in self.placements.values() if (p.namespace, p.job_id) == (namespace, job_id)
         )

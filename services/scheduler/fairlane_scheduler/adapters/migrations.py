@@ -16,6 +16,7 @@ from importlib import resources
 
 import asyncpg
 
+from fairlane_scheduler.adapters.pg_pool import keeps_session_state
 from fairlane_scheduler.errors import MigrationError
 
 __all__ = ["Migration", "MigrationError", "apply_migrations", "load_migrations"]
@@ -56,6 +57,7 @@ async def apply_migrations(conn: asyncpg.Connection, migrations: list[Migration]
                version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,
                applied_at timestamptz NOT NULL DEFAULT now())"""
     )
+    keeps_session_state(conn)  # a pooled session is reset if the unlock below never ran
     await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_KEY)
     try:
         rows = await conn.fetch("SELECT version, name, checksum FROM schema_migrations")

@@ -26,7 +26,7 @@ from aiokafka.errors import KafkaError
 from fairlane_events.topics import PLACEMENTS
 from fairlane_runtime.kafka_security import PLAINTEXT, KafkaSecurity
 from fairlane_runtime.outage import OutageLog
-from fairlane_scheduler.adapters.store import POSTGRES_UNAVAILABLE
+from fairlane_scheduler.adapters.pg_pool import POSTGRES_UNAVAILABLE, keeps_session_state
 
 __all__ = ["OutboxRelay"]
 
@@ -89,9 +89,11 @@ class OutboxRelay:
 
     async def _lead(self) -> None:
         # A pooled connection: cancelling a wait on it is clean, and the pool's reset on
-        # release drops the advisory lock if we could not.
+        # release (asked for here: the pool skips it otherwise) drops the advisory lock
+        # if we could not.
         async with self._pool.acquire() as conn:
             await conn.execute("SELECT 1")  # Postgres answers (a stand-by may wait long below)
+            keeps_session_state(conn)
             self._postgres.succeeded()
             # Stand-by replicas wait here, inside Postgres, until the leader's session ends.
             await conn.execute("SELECT pg_advisory_lock($1)", _LEADER_LOCK)

@@ -7,166 +7,36 @@ functions of migration 0007); asyncpg prepares each statement once per connectio
 
 from __future__ import annotations
 
-import ssl as ssl_module
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import replace
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 import orjson
 
-from fairlane_events.codec import encode
-from fairlane_events.records import NodeAssignment
+from fairlane_scheduler.adapters.pg_pool import POSTGRES_UNAVAILABLE
+from fairlane_scheduler.adapters.pg_rows import (
+    lease_of,
+    outcome_of,
+    placement_of,
+    quota_of,
+    utc,
+    write_args,
+)
 from fairlane_scheduler.core.ledger import Holding
+from fairlane_scheduler.core.master_port import PortRange
 from fairlane_scheduler.core.placements import (
     EventKind,
     Placement,
     PlacementRequest,
-    placement_event,
     request_from_json,
     request_to_json,
 )
 from fairlane_scheduler.core.quota import Quota
-from fairlane_scheduler.errors import (
-    AllocationConflictError,
-    DatabaseTlsError,
-    DatabaseUnavailableError,
-)
-from fairlane_scheduler.storage import (
-    JobTaken,
-    NoFreePort,
-    NotPending,
-    OverQuota,
-    PortRange,
-    WriteOutcome,
-    Written,
-)
+from fairlane_scheduler.errors import AllocationConflictError, DatabaseUnavailableError
+from fairlane_scheduler.storage import Ending, WriteOutcome
 
-__all__ = ["POSTGRES_UNAVAILABLE", "PostgresStore", "connect_pool", "utc"]
-
-#: What asyncpg raises while Postgres is away: refused or dropped connections (OSError,
-#: class 08), a server shutting down or starting (57P01-57P03), and a query on a pooled
-#: connection still consuming the shutdown's unsolicited error (InternalClientError,
-#: "cannot switch to state 12; another operation (2) is in progress": seen in the chaos
-#: suite's Postgres outage). Anything else, a cancelled statement (57014) included, is
-#: not an outage.
-POSTGRES_UNAVAILABLE = (
-    OSError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.exceptions.AdminShutdownError,
-    asyncpg.exceptions.CrashShutdownError,
-    asyncpg.exceptions.CannotConnectNowError,
-    asyncpg.InternalClientError,
-)
-_UNAVAILABLE = POSTGRES_UNAVAILABLE
-
-
-async def connect_pool(
-    dsn: str,
-    *,
-    min_size: int = 1,
-    max_size: int = 10,
-    ssl: ssl_module.SSLContext | str | None = None,
-) -> asyncpg.Pool:
-    """A started pool; ``ssl`` as :func:`fairlane_scheduler.adapters.pg_tls.client_ssl`
-    gives it. A certificate that fails verification is :class:`DatabaseTlsError`."""
-    try:
-        return await asyncpg.create_pool(
-            dsn, min_size=min_size, max_size=max_size, timeout=10, ssl=ssl
-        )
-    except ssl_module.SSLCertVerificationError as exc:
-        raise DatabaseTlsError(
-            f"Postgres's certificate was refused: {exc.verify_message.rstrip('.')}; check "
-            "the host name in DATABASE_URL against the certificate and "
-            "FAIRLANE_DATABASE_SSLROOTCERT"
-        ) from exc
-    except (*_UNAVAILABLE, TimeoutError) as exc:
-        raise DatabaseUnavailableError(
-            f"Postgres is not reachable ({type(exc).__name__}: {exc}); start it with "
-            "`scripts/postgres.sh up` or set DATABASE_URL"
-        ) from exc
-
-
-def utc(ms: int) -> datetime:
-    """Exact to the millisecond (a float division would not be)."""
-    return datetime.fromtimestamp(ms // 1000, UTC) + timedelta(milliseconds=ms % 1000)
-
-
-def _ms(value: datetime | None) -> int | None:
-    return None if value is None else round(value.timestamp() * 1000)
-
-
-def _placement(row: asyncpg.Record) -> Placement:
-    return Placement(
-        id=str(row["id"]),
-        job_id=row["job_id"],
-        namespace=row["namespace"],
-        state=row["state"],
-        created_at_ms=round(row["created_at"].timestamp() * 1000),
-        nodes=tuple(NodeAssignment.model_validate(n) for n in orjson.loads(row["assignment"])),
-        fingerprint=row["request_sha256"],
-        lease_expires_at_ms=_ms(row["lease_expires_at"]),
-        ended_at_ms=_ms(row["ended_at"]),
-        fallback=row["fallback"],
-    )
-
-
-def _quota(row: Any) -> Quota:
-    per_model = row["max_gpus_per_model"]
-    return Quota(
-        row["max_gpus"], orjson.loads(per_model) if isinstance(per_model, str) else per_model
-    )
-
-
-def _why(placement: Placement) -> str | None:
-    return "placed below the capacity threshold (best_available)" if placement.fallback else None
-
-
-def _lease(placement: Placement) -> datetime | None:
-    ms = placement.lease_expires_at_ms
-    return None if ms is None else utc(ms)
-
-
-def _writes(placement: Placement, kind: EventKind, ts_ms: int) -> list[Any]:
-    """The arguments every write function takes after the placement's own: master node,
-    proposed port, assignment, event, and one array per allocation column."""
-    master = placement.nodes[0] if placement.nodes else None
-    gpus = [(n.node, g) for n in placement.nodes for g in n.gpus]
-    event = placement_event(placement, kind, ts_ms, _why(placement))
-    return [
-        None if master is None else master.master_addr,
-        None if master is None else master.master_port,
-        orjson.dumps([n.model_dump(mode="json") for n in placement.nodes]).decode(),
-        encode(event).decode(),
-        [g.uuid for _, g in gpus],
-        [node for node, _ in gpus],
-        [g.index for _, g in gpus],
-        [placement.gpu_scores[g.uuid] for _, g in gpus],
-        [placement.gpu_models.get(g.uuid, "") for _, g in gpus],
-    ]
-
-
-def _outcome(row: asyncpg.Record, placement: Placement) -> WriteOutcome:
-    outcome = row["outcome"]
-    if outcome == "created":
-        port = row["port"]
-        if port != placement.nodes[0].master_port:  # the database gave another free port
-            nodes = tuple(n.model_copy(update={"master_port": port}) for n in placement.nodes)
-            placement = replace(placement, nodes=nodes)
-        return Written(placement)
-    if outcome == "pending":
-        return Written(placement)
-    if outcome == "exists":
-        return JobTaken()
-    if outcome == "gone":
-        return NotPending()
-    if outcome == "no_port":
-        return NoFreePort()
-    detail = orjson.loads(row["detail"])
-    return OverQuota(_quota(detail), detail["used"])
-
+__all__ = ["PostgresStore"]
 
 _PLACE = """SELECT * FROM fairlane_place($1::uuid, $2, $3, $4::jsonb, $5, $6, $7, $8, $9, $10,
     $11, $12, $13, $14, $15::jsonb, $16::jsonb, $17, $18, $19, $20, $21)"""
@@ -179,6 +49,25 @@ _HOLDINGS = """SELECT p.id::text AS id, p.namespace, p.master_node, p.master_por
     WHERE p.state = 'placed' GROUP BY p.id"""
 
 
+def _place_args(placement: Placement, request: PlacementRequest) -> list[Any]:
+    """fairlane_place's arguments but the port range (0007; 0008 takes them as JSON)."""
+    kind: EventKind = "created" if placement.is_live else "pending"
+    writes = write_args(placement, kind, placement.created_at_ms)
+    return [
+        placement.id,
+        placement.namespace,
+        placement.job_id,
+        request_to_json(request).decode(),
+        placement.fingerprint,
+        placement.state,
+        utc(placement.created_at_ms),
+        lease_of(placement),
+        request.priority,
+        placement.fallback,
+        *writes,
+    ]
+
+
 class PostgresStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -188,7 +77,7 @@ class PostgresStore:
         try:
             async with self._pool.acquire() as conn:
                 yield conn
-        except _UNAVAILABLE as exc:
+        except POSTGRES_UNAVAILABLE as exc:
             raise DatabaseUnavailableError(f"Postgres does not answer: {exc}") from exc
 
     async def _fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
@@ -204,73 +93,63 @@ class PostgresStore:
     async def create(
         self, placement: Placement, request: PlacementRequest, ports: PortRange
     ) -> WriteOutcome:
-        kind: EventKind = "created" if placement.is_live else "pending"
-        writes = _writes(placement, kind, placement.created_at_ms)
-        (row,) = await self._fetch(
-            _PLACE,
-            placement.id,
-            placement.namespace,
-            placement.job_id,
-            request_to_json(request).decode(),
-            placement.fingerprint,
-            placement.state,
-            utc(placement.created_at_ms),
-            _lease(placement),
-            request.priority,
-            placement.fallback,
-            *writes[:2],
+        args = _place_args(placement, request)
+        (row,) = await self._fetch(_PLACE, *args[:12], ports.first, ports.last, *args[12:])
+        return outcome_of(row, placement)
+
+    async def create_many(
+        self, batch: Sequence[tuple[Placement, PlacementRequest]], ports: PortRange
+    ) -> list[WriteOutcome | None]:
+        rows = await self._fetch(
+            "SELECT * FROM fairlane_place_batch($1::jsonb, $2, $3) ORDER BY i",
+            orjson.dumps([_place_args(p, r) for p, r in batch]).decode(),
             ports.first,
             ports.last,
-            *writes[2:],
         )
-        return _outcome(row, placement)
+        return [
+            None if row["outcome"] == "conflict" else outcome_of(row, placement)
+            for row, (placement, _) in zip(rows, batch, strict=True)
+        ]
 
     async def promote(self, placement: Placement, now_ms: int, ports: PortRange) -> WriteOutcome:
-        writes = _writes(placement, "created", now_ms)
+        writes = write_args(placement, "created", now_ms)
         (row,) = await self._fetch(
             _PROMOTE,
             placement.id,
             placement.namespace,
             utc(now_ms),
-            _lease(placement),
+            lease_of(placement),
             placement.fallback,
             *writes[:2],
             ports.first,
             ports.last,
             *writes[2:],
         )
-        return _outcome(row, placement)
+        return outcome_of(row, placement)
 
-    async def end(
-        self,
-        placement_id: str,
-        state: EventKind,
-        now_ms: int,
-        reason: str | None = None,
-        namespace: str | None = None,
-    ) -> tuple[Placement | None, bool]:
+    async def end(self, ending: Ending) -> tuple[Placement | None, bool]:
         rows = await self._fetch(
             "SELECT * FROM fairlane_end($1::uuid, $2, $3, $4, $5, $6)",
-            placement_id,
-            state,
-            utc(now_ms),
-            now_ms,
-            reason,
-            namespace,
+            ending.placement_id,
+            ending.state,
+            utc(ending.now_ms),
+            ending.now_ms,
+            ending.reason,
+            ending.namespace,
         )
         if not rows:
             return None, False
-        return _placement(rows[0]["placement"]), rows[0]["ended"]
+        return placement_of(rows[0]["placement"]), rows[0]["ended"]
 
     async def get(self, placement_id: str) -> Placement | None:
         rows = await self._fetch("SELECT * FROM placements WHERE id = $1::uuid", placement_id)
-        return _placement(rows[0]) if rows else None
+        return placement_of(rows[0]) if rows else None
 
     async def find_job(self, namespace: str, job_id: str) -> Placement | None:
         rows = await self._fetch(
             "SELECT * FROM placements WHERE namespace = $1 AND job_id = $2", namespace, job_id
         )
-        return _placement(rows[0]) if rows else None
+        return placement_of(rows[0]) if rows else None
 
     async def page(
         self, namespace: str | None, state: str | None, limit: int, before_ms: int | None
@@ -285,7 +164,7 @@ class PostgresStore:
             None if before_ms is None else utc(before_ms),
             limit,
         )
-        return [_placement(r) for r in rows]
+        return [placement_of(r) for r in rows]
 
     async def holdings(self) -> list[Holding]:
         return [
@@ -301,7 +180,7 @@ class PostgresStore:
         ]
 
     async def quotas(self) -> dict[str, Quota]:
-        return {r["namespace"]: _quota(r) for r in await self._fetch("SELECT * FROM quotas")}
+        return {r["namespace"]: quota_of(r) for r in await self._fetch("SELECT * FROM quotas")}
 
     async def quota_and_usage(self, namespace: str) -> tuple[Quota | None, dict[str, int]]:
         rows = await self._fetch(
@@ -313,7 +192,7 @@ class PostgresStore:
             namespace,
         )
         row = rows[0]
-        quota = None if row["max_gpus_per_model"] is None else _quota(row)
+        quota = None if row["max_gpus_per_model"] is None else quota_of(row)
         return quota, orjson.loads(row["used"])
 
     async def set_quota(self, namespace: str, quota: Quota) -> None:
@@ -355,7 +234,7 @@ class PostgresStore:
                ORDER BY priority DESC, created_at LIMIT $1""",
             limit,
         )
-        return [(_placement(r), request_from_json(r["request"])) for r in rows]
+        return [(placement_of(r), request_from_json(r["request"])) for r in rows]
 
     async def renew(
         self, placement_id: str, now_ms: int, lease_s: float | None
@@ -373,7 +252,7 @@ class PostgresStore:
             utc(now_ms),
             lease_s,
         )
-        return _placement(rows[0]) if rows else None
+        return placement_of(rows[0]) if rows else None
 
     async def due_for_expiry(self, now_ms: int, limit: int = 100) -> list[str]:
         rows = await self._fetch(

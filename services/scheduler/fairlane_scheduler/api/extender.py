@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from fairlane_scheduler.api.deps import Runtime
 from fairlane_scheduler.api.errors import error_responses
 from fairlane_scheduler.clock import now_ms
-from fairlane_scheduler.core.extender import GangAsk, NodeSlots, Verdicts, judge_nodes
+from fairlane_scheduler.core.extender import GangAsk, Verdicts, judge_nodes
+from fairlane_scheduler.core.node_summary import NodeSummaries
 from fairlane_scheduler.core.pod import PodError, pod_gang, pod_shape
 from fairlane_scheduler.core.pod_ledger import PodGpus, PodLedger
 
@@ -47,7 +48,7 @@ class ExtenderState:
     """What the extender remembers between calls (on ``app.state.extender``)."""
 
     ledger: PodLedger = field(default_factory=PodLedger)
-    slots: NodeSlots = field(default_factory=NodeSlots)
+    summaries: NodeSummaries = field(default_factory=NodeSummaries)
     binder: Binder | None = None  # set when the Kubernetes API is configured
     #: The last filter's answer (pod uid, when, verdicts): kube-scheduler's prioritize
     #: for the same pod follows within milliseconds, and is ranked from it.
@@ -144,10 +145,9 @@ def _judge(
         ask = GangAsk(gang[0], max(gang[1] - ledger.gang_members(gang[0], uid), 1))
     verdicts = judge_nodes(
         fleet,
-        state.slots,
+        state.summaries,
         shape=shape,
         policy=runtime.policy,
-        allocated=runtime.live_gpus.current,
         held=held,
         now_ms=now,
         node_names=names,

@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from fairlane_events.gpu_models import find_model
 from fairlane_events.records import GpuScore
+from fairlane_scheduler.core.score_records import ScoreRecords
 
 __all__ = ["NEVER", "FleetView", "StabilityPolicy"]
 
@@ -34,7 +35,7 @@ class StabilityPolicy:
 class FleetView:
     def __init__(self, stability: StabilityPolicy | None = None, capacity: int = 1024) -> None:
         self.stability = stability or StabilityPolicy()
-        self.records: dict[str, GpuScore] = {}
+        self.records = ScoreRecords()
         self.row: dict[str, int] = {}
         self.uuids: list[str] = []
         self.nodes: list[str] = []  # node id -> name
@@ -60,30 +61,42 @@ class FleetView:
         self._changed: set[str] = set()  # GPUs whose record was taken since the last drain
         self._by_node: npt.NDArray[np.intp] | None = None  # rows by node, best score first
         self._name_rank: npt.NDArray[np.intp] | None = None  # node id -> rank of its name
+        #: Per node id, the :attr:`changes` count when a record or a hold last touched
+        #: one of its GPUs: per-node summaries (core/node_summary.py) recompute only the
+        #: nodes that changed since they last looked, never the whole fleet.
+        self.node_changed = np.zeros(64, dtype=np.int64)
+        self.changes = 0
+        self.layout = 0  # bumped when a GPU appears or moves to another node
 
     def __len__(self) -> int:
         return self._n
 
     @property
-    def gpus(self) -> dict[str, GpuScore]:
+    def gpus(self) -> ScoreRecords:
         return self.records
 
     def apply(self, score: GpuScore) -> bool:
         """Take ``score`` if it is newer than what is held; say whether it was taken."""
-        held = self.records.get(score.uuid)
-        if held is not None and held.ts_ms > score.ts_ms:
+        held_ms = self.records.ts_ms(score.uuid)
+        if held_ms is not None and held_ms > score.ts_ms:
             return False
-        self.records[score.uuid] = score
+        self.records.put(score)
         self._changed.add(score.uuid)
         r = self.row.get(score.uuid)
         if r is None:
             r = self._append(score.uuid)
+        node = self._intern(self._node_id, self.nodes, score.node)
+        if node != (old := int(self.node[r])):  # a new GPU (old -1), or one that moved
+            if old >= 0:
+                self._touch(old)
+            self.layout += 1
         self.score[r] = score.score
         self.capacity[r] = score.effective_capacity
         self.ts_ms[r] = score.ts_ms
         self.stale[r] = score.stale
         self.mem_bytes[r] = -1 if score.mem_total_bytes is None else score.mem_total_bytes
-        self.node[r] = self._intern(self._node_id, self.nodes, score.node)
+        self.node[r] = node
+        self._touch(node)
         spec = find_model(score.model)
         self.model[r] = self._intern(self._model_id, self.models, spec.key if spec else score.model)
         self.index[r] = score.index
@@ -148,20 +161,32 @@ class FleetView:
         else:
             self._held.discard(uuid)
         r = self.row.get(uuid)
-        if r is not None:
+        if r is not None and self.held[r] != held:
             self.held[r] = held
+            self._touch(int(self.node[r]))
 
     def hold_only(self, uuids: Collection[str]) -> None:
         """Exactly these GPUs are held."""
         self._held = set(uuids)
-        self.held[:] = False
-        self.held[self.rows_of(self._held)] = True
+        n = self._n
+        held = np.zeros(n, dtype=bool)
+        held[self.rows_of(self._held)] = True
+        for node in np.unique(self.node[:n][held != self.held[:n]]).tolist():
+            self._touch(node)
+        self.held[:n] = held
 
     def fresh_count(self, now_ms: int, stale_after_s: float) -> int:
         """GPUs whose latest score is neither flagged stale nor older than stale_after_s."""
         n = self._n
         fresh = ~self.stale[:n] & (self.ts_ms[:n] >= now_ms - stale_after_s * 1000)
         return int(np.count_nonzero(fresh))
+
+    def _touch(self, node: int) -> None:
+        if node >= len(self.node_changed):
+            grown = np.zeros_like(self.node_changed)
+            self.node_changed = np.concatenate([self.node_changed, grown])
+        self.changes += 1
+        self.node_changed[node] = self.changes
 
     def _append(self, uuid: str) -> int:
         if self._n == len(self.score):
@@ -170,6 +195,7 @@ class FleetView:
         self._n += 1
         self.row[uuid] = r
         self.uuids.append(uuid)
+        self.node[r] = -1  # no node yet: apply sets it
         self.held[r] = uuid in self._held
         return r
 

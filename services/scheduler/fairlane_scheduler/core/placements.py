@@ -4,7 +4,7 @@ the lifecycle events they produce."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 import orjson
@@ -22,6 +22,7 @@ __all__ = [
     "request_from_json",
     "request_to_json",
     "waiting",
+    "with_master_port",
 ]
 
 EventKind = Literal["created", "pending", "released", "expired", "failed"]
@@ -93,6 +94,15 @@ def placement_event(
         nodes=list(placement.nodes),
         reason=reason,
     )
+
+
+def with_master_port(placement: Placement, port: int) -> Placement:
+    """``placement`` with another MASTER_PORT on every node (the store found its own
+    choice taken and gave the lowest free one)."""
+    if placement.nodes[0].master_port == port:
+        return placement
+    nodes = tuple(n.model_copy(update={"master_port": port}) for n in placement.nodes)
+    return replace(placement, nodes=nodes)
 
 
 def waiting(request: PlacementRequest, placement_id: str, now_ms: int) -> Placement:

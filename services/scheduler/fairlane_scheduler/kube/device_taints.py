@@ -23,6 +23,7 @@ from typing import Any
 import asyncpg
 
 from fairlane_events.records import NodeAssignment, PlacementEvent
+from fairlane_runtime.background import BackgroundLoop
 from fairlane_runtime.outage import OutageLog
 from fairlane_scheduler.core.device_taints import (
     MANAGED_BY,
@@ -47,7 +48,7 @@ LOCK_KEY = 0x46414952  # "FAIR": the device-taint controller's advisory lock
 _SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
 
 
-class TaintController:
+class TaintController(BackgroundLoop):
     def __init__(
         self,
         client: KubeClient,
@@ -61,6 +62,7 @@ class TaintController:
         driver: str = NVIDIA_DRIVER,
         publish: Callable[[list[PlacementEvent]], Awaitable[None]] | None = None,
     ) -> None:
+        super().__init__("device-taints")
         self._publish = publish
         self._published: dict[str, tuple[str, str, tuple[NodeAssignment, ...]]] = {}
         self._client = client
@@ -71,19 +73,9 @@ class TaintController:
         self._outage = outage
         self._interval_s = interval_s
         self._driver = driver
-        self._task: asyncio.Task[None] | None = None
         self.leading = False
 
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="device-taints")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _run(self) -> None:
+    async def run(self) -> None:
         while True:
             conn: asyncpg.Connection | None = None
             try:

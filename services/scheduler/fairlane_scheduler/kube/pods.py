@@ -14,10 +14,10 @@ not appended to), after a short pause while the API server is away.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
+from fairlane_runtime.background import BackgroundLoop
 from fairlane_runtime.outage import OutageLog
 from fairlane_scheduler.core.pod import PodError, pod_gang, pod_shape
 from fairlane_scheduler.core.pod_ledger import PodGpus, PodLedger
@@ -58,24 +58,15 @@ def holding(pod: dict[str, Any]) -> tuple[str, str, PodGpus] | None:
     return uid, str(node), PodGpus(shape.gpus_per_node, None if gang is None else gang[0])
 
 
-class PodWatch:
+class PodWatch(BackgroundLoop):
     def __init__(self, client: KubeClient, ledger: PodLedger, outage: OutageLog) -> None:
+        super().__init__("kube-pod-watch")
         self._client = client
         self._ledger = ledger
         self._outage = outage
-        self._task: asyncio.Task[None] | None = None
         self.synced = asyncio.Event()  # the first listing is in the ledger
 
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="kube-pod-watch")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _run(self) -> None:
+    async def run(self) -> None:
         while True:
             try:
                 version = await self._list()

@@ -19,6 +19,7 @@ from fairlane_scheduler.api.extender import ExtenderState
 from fairlane_scheduler.clock import now_ms
 from fairlane_scheduler.kube.client import KubeClient, KubeConfig
 from fairlane_scheduler.kube.device_taints import TaintController
+from fairlane_scheduler.kube.node_eligibility import EligibilityAnnotator
 from fairlane_scheduler.kube.pods import PodWatch, bind_pod
 from fairlane_scheduler.settings import SchedulerSettings
 
@@ -56,8 +57,9 @@ async def kube_edges(
     settings: SchedulerSettings, app_state: Any, metrics: SchedulerMetrics
 ) -> AsyncIterator[ExtenderState]:
     """``app_state.extender`` for the extender's routes; with an API server, the pod
-    watch keeps its ledger, its bind verb binds through the API, and (when enabled) the
-    device-taint controller runs."""
+    watch keeps its ledger, its bind verb binds through the API, Nodes carry their count
+    of eligible GPUs (kube-scheduler retries held-back pods when it changes), and (when
+    enabled) the device-taint controller runs."""
     app_state.extender = state = ExtenderState()
     config = kube_config(settings)
     if config is None:
@@ -67,11 +69,20 @@ async def kube_edges(
     watch = PodWatch(client, state.ledger, metrics.outage("pod watch", "kubernetes"))
     await watch.start()
     state.binder = partial(bind_pod, client)
+    runtime = app_state.runtime
+    eligibility = EligibilityAnnotator(
+        client,
+        fleet=runtime.fleet,
+        summaries=state.summaries,
+        policy=runtime.policy,
+        clock_ms=now_ms,
+        outage=metrics.outage("node eligibility annotations", "kubernetes"),
+    )
+    await eligibility.start()
     taints, producer = None, None
     if settings.kube_device_taints:
         from fairlane_scheduler.app import database_ssl
 
-        runtime = app_state.runtime
         taints = TaintController(
             client,
             partial(
@@ -91,6 +102,7 @@ async def kube_edges(
         yield state
     finally:
         state.binder = None
+        await eligibility.stop()
         if taints is not None:
             await taints.stop()
         if producer is not None:

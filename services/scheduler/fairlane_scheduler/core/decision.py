@@ -1,0 +1,62 @@
+"""One placement decision on the in-memory view (pure): the request's quota on what the
+ledger holds, the choice of GPUs on the fleet view, a free MASTER_PORT on the master
+node, and the placement assembled from them. The caller reserves it in the ledger in
+the same step (no await between), so concurrent requests never choose the same GPUs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from fairlane_scheduler.core.fleet import FleetView
+from fairlane_scheduler.core.ledger import Ledger
+from fairlane_scheduler.core.master_port import PortRange, next_free_port
+from fairlane_scheduler.core.placement import JobShape, NoPlacement, PlacementPolicy, choose
+from fairlane_scheduler.core.placements import Placement, PlacementRequest, assemble
+from fairlane_scheduler.core.quota import Quota, QuotaVerdict, models_within_quota
+from fairlane_scheduler.errors import NoCapacityError, QuotaExceededError
+
+__all__ = ["decide"]
+
+
+def decide(
+    request: PlacementRequest,
+    *,
+    fleet: FleetView,
+    ledger: Ledger,
+    quota: Quota | None,
+    policy: PlacementPolicy,
+    ports: PortRange,
+    placement_id: str,
+    now_ms: int,
+) -> Placement:
+    """The placement of ``request``, or :class:`QuotaExceededError` (the namespace may not
+    take what it asks) or :class:`NoCapacityError` (nothing fits now)."""
+    shape = JobShape(
+        gpus_per_node=request.gpus_per_node,
+        nodes=request.nodes,
+        min_gpu_memory_gib=request.min_gpu_memory_gib,
+        models=request.models,
+        policy=request.policy,
+    )
+    if quota is not None:
+        shape = replace(shape, models=_allowed_models(request, shape, quota, ledger, fleet))
+    choice = choose(fleet, shape, policy, fleet.held_rows(), now_ms)
+    if isinstance(choice, NoPlacement):
+        raise NoCapacityError(choice.summary(), choice.reasons)
+    master = choice.nodes[0].node
+    port = next_free_port(ledger.ports(master), ports)
+    if port is None:
+        raise NoCapacityError(f"no free MASTER_PORT on {master}", {"ports": 1})
+    return assemble(request, fleet, choice, port=port, placement_id=placement_id, now_ms=now_ms)
+
+
+def _allowed_models(
+    request: PlacementRequest, shape: JobShape, quota: Quota, ledger: Ledger, fleet: FleetView
+) -> frozenset[str] | None:
+    used: Mapping[str, int] = ledger.usage(request.namespace)
+    wanted = request.gpus_per_node * request.nodes
+    models = models_within_quota(quota, used, shape.models, fleet.models, wanted)
+    if isinstance(models, QuotaVerdict):
+        raise QuotaExceededError.of(models.reason, ever=models.ever)
+    return models

@@ -1,0 +1,166 @@
+"""Per-node summaries of the fleet for one placement policy (pure), kept current from the
+fleet's per-node change counter.
+
+A decision over thousands of candidate nodes reads a few numbers per node — how many of
+its GPUs qualify, their capacities best first, how many sit in each rejected state —
+instead of judging every GPU of every candidate on every call. :meth:`NodeSummaries.refresh`
+brings them up to date first, recomputing only the nodes whose GPUs took a score record
+or changed hold since it last looked (``FleetView.node_changed``), whose cordon changed,
+or whose state the clock alone changes by now (a cooling window ends, a record turns
+stale: each node's ``due`` time). With 500 records between two calls that is at most 500
+nodes, not the 12,500 of a 100k-GPU fleet.
+
+Row states follow the placement filter's order of reasons, the first one wins: held by a
+placement, cordoned, stale, below the threshold, cooling (core/placement.py). STATIC (not
+of an allowed model or size) depends on the pod, so summaries never hold it; they keep
+each node's model (-1: mixed) and memory range instead, and a pod that asks for a model or
+size is judged GPU by GPU only on the nodes whose GPUs differ (core/extender.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from fairlane_scheduler.core.fleet import NEVER, FleetView
+from fairlane_scheduler.core.placement import PlacementPolicy
+
+__all__ = [
+    "ALLOCATED",
+    "BELOW",
+    "COOLING",
+    "CORDONED",
+    "FREE",
+    "STALE",
+    "STATIC",
+    "NodeSummaries",
+    "row_states",
+]
+
+FREE, ALLOCATED, CORDONED, STALE, BELOW, COOLING, STATIC = range(7)
+_SUMMED = (FREE, ALLOCATED, CORDONED, STALE, BELOW, COOLING)  # STATIC: per pod
+_NOT_DUE = 2**62  # "never", exact as a float too
+
+
+def row_states(
+    fleet: FleetView,
+    policy: PlacementPolicy,
+    rows: npt.NDArray[np.intp],
+    cordoned: npt.NDArray[np.bool_],
+    now_ms: int,
+) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int64]]:
+    """For a (nodes x slots) matrix of fleet rows (-1 padding) and each node's cordon:
+    every row's first reason (FREE: none; -1: padding), and per node the first time
+    after ``now_ms`` when a state may change by the clock alone."""
+    present = rows >= 0
+    safe = np.where(present, rows, 0)
+    recovered = fleet.recovered_ms[safe]
+    window_ms = fleet.stability.window_s * 1000
+    dropped = fleet.dropped_ms[safe] != NEVER
+    cooling = dropped & ((recovered == NEVER) | (now_ms - recovered < window_ms))
+    state = np.where(cooling, np.int8(COOLING), np.int8(FREE))
+    state = np.where(fleet.score[safe] < policy.threshold, np.int8(BELOW), state)
+    ends = np.where(dropped & (recovered != NEVER), np.ceil(recovered + window_ms), _NOT_DUE)
+    ends = np.where(ends > now_ms, ends, _NOT_DUE)  # only what is still to come
+    if policy.stale == "exclude":
+        after_ms = policy.stale_after_s * 1000
+        too_old = fleet.ts_ms[safe] < now_ms - after_ms
+        state = np.where(fleet.stale[safe] | too_old, np.int8(STALE), state)
+        turns = np.floor(fleet.ts_ms[safe] + after_ms) + 1  # stale once now_ms > ts + after
+        ends = np.minimum(ends, np.where(turns > now_ms, turns, _NOT_DUE))
+    state = np.where(cordoned[:, None], np.int8(CORDONED), state)
+    state = np.where(fleet.held[safe], np.int8(ALLOCATED), state)
+    ends = np.where(present, ends, _NOT_DUE)
+    due = ends.min(axis=1, initial=_NOT_DUE).astype(np.int64)
+    return np.where(present, state, np.int8(-1)), due
+
+
+class NodeSummaries:
+    """Per fleet node id: its rows (a matrix padded with -1, rebuilt only when GPUs
+    appear or move), and for the policy of the last :meth:`refresh` its GPUs in each
+    state, its qualifying GPUs' capacities best first (-inf padding), its GPUs with a
+    score above 0, its size, model and memory range. One more row at the end, id
+    :attr:`unknown`, is a node without GPUs: the one names Fairlane has no scores for get."""
+
+    def __init__(self) -> None:
+        self._layout = -1
+        self._policy: PlacementPolicy | None = None
+        self._cordoned: frozenset[str] | None = None
+        self.rows: npt.NDArray[np.intp] = np.full((0, 1), -1, dtype=np.intp)
+        self.ids: dict[str, int] = {}
+        self._empty(0)
+
+    def _empty(self, nodes: int) -> None:
+        slots, width = self.rows.shape[1], nodes + 1
+        self.unknown = nodes
+        self._seen = np.full(width, -1, dtype=np.int64)  # node_changed when computed
+        self._due = np.zeros(width, dtype=np.int64)
+        self.cordoned = np.zeros(width, dtype=bool)
+        self.counts = np.zeros((width, len(_SUMMED)), dtype=np.int64)
+        self.capacity = np.full((width, slots), -np.inf)
+        self.healthy = np.zeros(width, dtype=np.int64)
+        self.size = np.zeros(width, dtype=np.int64)
+        self.model = np.full(width, -1, dtype=np.int64)
+        self.mem_lo = np.zeros(width, dtype=np.int64)
+        self.mem_hi = np.zeros(width, dtype=np.int64)
+
+    def node_ids(self, names: Sequence[str]) -> npt.NDArray[np.intp]:
+        """Fleet node id of each name, :attr:`unknown` for one Fairlane has no scores for."""
+        ids = map(self.ids.get, names, itertools.repeat(self.unknown))
+        return np.fromiter(ids, np.intp, len(names))
+
+    def refresh(self, fleet: FleetView, policy: PlacementPolicy, now_ms: int) -> None:
+        width = len(fleet.nodes)
+        everything = fleet.layout != self._layout or policy != self._policy
+        if everything:
+            self._relayout(fleet)
+            self._policy = policy
+        if fleet.cordoned is not self._cordoned:
+            cordoned = np.zeros(width + 1, dtype=bool)
+            cordoned[[i for n in fleet.cordoned if (i := self.ids.get(n)) is not None]] = True
+            self._seen[cordoned != self.cordoned] = -1
+            self.cordoned, self._cordoned = cordoned, fleet.cordoned
+        stamp = fleet.node_changed[:width]
+        if everything:
+            dirty = np.arange(width)
+        else:
+            dirty = np.flatnonzero((stamp > self._seen[:width]) | (self._due[:width] <= now_ms))
+        if len(dirty):
+            self._seen[dirty] = stamp[dirty]
+            self._compute(fleet, policy, dirty, now_ms)
+
+    def _relayout(self, fleet: FleetView) -> None:
+        n, width = len(fleet), len(fleet.nodes)
+        node = fleet.node[:n]
+        counts = np.bincount(node, minlength=width)
+        order = np.argsort(node, kind="stable")
+        starts = np.r_[0, np.cumsum(counts)[:-1]]
+        slot = np.arange(n) - np.repeat(starts, counts)
+        slots = max(int(counts.max(initial=0)), 1)
+        self.rows = np.full((width + 1, slots), -1, dtype=np.intp)
+        self.rows[node[order], slot] = order
+        self.ids = {name: i for i, name in enumerate(fleet.nodes)}
+        self._layout, self._cordoned = fleet.layout, None
+        self._empty(width)
+
+    def _compute(
+        self, fleet: FleetView, policy: PlacementPolicy, nodes: npt.NDArray[np.intp], now_ms: int
+    ) -> None:
+        rows = self.rows[nodes]
+        state, self._due[nodes] = row_states(fleet, policy, rows, self.cordoned[nodes], now_ms)
+        present = state >= 0
+        safe = np.where(present, rows, 0)
+        self.counts[nodes] = np.stack([(state == s).sum(axis=1) for s in _SUMMED], axis=1)
+        free = np.where(state == FREE, fleet.capacity[safe], -np.inf)
+        self.capacity[nodes] = -np.sort(-free, axis=1)
+        self.healthy[nodes] = (present & (fleet.score[safe] > 0)).sum(axis=1)
+        self.size[nodes] = present.sum(axis=1)
+        model = fleet.model[safe]
+        same = np.where(present, model == model[:, :1], True).all(axis=1)
+        self.model[nodes] = np.where(same, model[:, 0], -1)
+        mem = fleet.mem_bytes[safe]
+        self.mem_lo[nodes] = np.where(present, mem, np.iinfo(np.int64).max).min(axis=1)
+        self.mem_hi[nodes] = np.where(present, mem, -1).max(axis=1)

@@ -1,0 +1,86 @@
+"""Per-node summaries kept current (core/node_summary.py): a decision made from
+summaries that were refreshed after every change equals one made from summaries built
+from scratch, through score records, holds, cordons, moves and a clock that ends
+cooling windows and turns records stale."""
+
+import random
+
+import numpy as np
+
+from fairlane_events.records import GpuScore
+from fairlane_scheduler.core.extender import judge_nodes
+from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
+from fairlane_scheduler.core.node_summary import NodeSummaries
+from fairlane_scheduler.core.placement import JobShape, PlacementPolicy
+from tests.factories import GIB, gpu_score
+
+POLICIES = (
+    PlacementPolicy(threshold=0.65, stale_after_s=30),
+    PlacementPolicy(threshold=0.5, stale="last_known"),
+)
+SHAPES = (
+    JobShape(1),
+    JobShape(2),
+    JobShape(3, models=frozenset({"H100"})),
+    JobShape(2, min_gpu_memory_gib=60),
+)
+MODELS = ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB")
+NOW = 1_700_000_000_000
+
+
+def _record(rng: random.Random, node: int, gpu: int, ts_ms: int) -> GpuScore:
+    mixed = node % 3 == 0  # every third node mixes models and sizes
+    model = MODELS[gpu % 2 if mixed else 0]
+    return gpu_score(
+        node=f"n{node}",
+        uuid=f"n{node}-{gpu}",
+        index=gpu,
+        model=model,
+        score=rng.choice([0.0, 0.3, 0.6, 0.7, 0.9, 1.0]),
+        stale=rng.random() < 0.05,
+        mem_total_bytes=(40 if "40GB" in model else 80) * GIB,
+        ts_ms=ts_ms,
+    )
+
+
+def _same(fleet: FleetView, kept: list[NodeSummaries], names: list[str], now_ms: int) -> None:
+    """``kept``: one per policy (a summary follows one policy at a time)."""
+    held = np.array([i % 2 for i in range(len(fleet.nodes))], dtype=np.int64)
+    for policy, summaries in zip(POLICIES, kept, strict=True):
+        for shape in SHAPES:
+            got, want = (
+                judge_nodes(
+                    fleet, s, shape=shape, policy=policy, held=held, now_ms=now_ms, node_names=names
+                )
+                for s in (summaries, NodeSummaries())
+            )
+            assert got.fits.tolist() == want.fits.tolist(), (shape, policy)
+            assert got.unresolvable.tolist() == want.unresolvable.tolist()
+            assert got.min_capacity.tolist() == want.min_capacity.tolist()
+            assert got.reasons == want.reasons
+
+
+def test_summaries_refreshed_after_each_change_equal_ones_built_afresh() -> None:
+    rng = random.Random(7)
+    fleet = FleetView(StabilityPolicy(threshold=0.65, window_s=20))
+    for n in range(8):
+        for g in range(4):
+            fleet.apply(_record(rng, n, g, NOW))
+    kept, now = [NodeSummaries() for _ in POLICIES], NOW
+    names = [f"n{n}" for n in range(9)]  # n8: never scored
+    for _ in range(150):
+        action = rng.random()
+        if action < 0.5:
+            n, g = rng.randrange(8), rng.randrange(4)
+            fleet.apply(_record(rng, n, g, now))
+        elif action < 0.65:
+            fleet.hold(f"n{rng.randrange(8)}-{rng.randrange(4)}", held=rng.random() < 0.6)
+        elif action < 0.72:
+            fleet.cordoned = frozenset(rng.sample(names, 2))
+        elif action < 0.75:
+            fleet.hold_only({f"n{rng.randrange(8)}-{g}" for g in range(2)})
+        elif action < 0.77:  # a GPU shows up on another node (or a new one)
+            fleet.apply(_record(rng, rng.randrange(9), 5, now))
+        else:
+            now += rng.choice([1000, 5000, 15_000])  # cooling windows end, records age
+        _same(fleet, kept, names, now)
