@@ -81,7 +81,10 @@ async def read_topic(bootstrap: str, topic: str) -> list[ConsumerRecord[bytes, b
 
 @dataclass(frozen=True)
 class SampleAudit:
-    read: int  # what the agent says it collected (scraped before the topic was read)
+    #: What Kafka acknowledged to the agent (scraped before the topic was read). Not what
+    #: it read: a sample read and not yet sent is no loss; one never sent keeps the agent
+    #: from draining, which is "no recovery".
+    read: int
     on_topic: int  # distinct (node, ts_ms) records of its nodes on the topic
     duplicates: int
     out_of_order: int  # nodes whose records are not in ts_ms order
@@ -92,7 +95,7 @@ class SampleAudit:
 
 
 async def audit_samples(bootstrap: str, agent_url: str, prefix: str) -> SampleAudit:
-    read = int(scrape(f"{agent_url}/metrics")["fairlane_agent_samples_read_total"])
+    read = int(scrape(f"{agent_url}/metrics")["fairlane_agent_samples_published_total"])
     per_node: dict[str, list[int]] = collections.defaultdict(list)
     for record in await read_topic(bootstrap, NODE_SAMPLES):
         if record.key is not None and record.key.decode(errors="replace").startswith(prefix):
