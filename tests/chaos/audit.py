@@ -81,7 +81,10 @@ async def read_topic(bootstrap: str, topic: str) -> list[ConsumerRecord[bytes, b
 
 @dataclass(frozen=True)
 class SampleAudit:
-    read: int  # what the agent says it collected (scraped before the topic was read)
+    #: What Kafka acknowledged to the agent (scraped before the topic was read). Not what
+    #: it read: a sample read and not yet sent is no loss; one never sent keeps the agent
+    #: from draining, which is "no recovery".
+    read: int
     on_topic: int  # distinct (node, ts_ms) records of its nodes on the topic
     duplicates: int
     out_of_order: int  # nodes whose records are not in ts_ms order
@@ -92,7 +95,7 @@ class SampleAudit:
 
 
 async def audit_samples(bootstrap: str, agent_url: str, prefix: str) -> SampleAudit:
-    read = int(scrape(f"{agent_url}/metrics")["fairlane_agent_samples_read_total"])
+    read = int(scrape(f"{agent_url}/metrics")["fairlane_agent_samples_published_total"])
     per_node: dict[str, list[int]] = collections.defaultdict(list)
     for record in await read_topic(bootstrap, NODE_SAMPLES):
         if record.key is not None and record.key.decode(errors="replace").startswith(prefix):
@@ -114,6 +117,8 @@ class PlacementAudit:
     outbox_unpublished: int
     events_lost: int  # outbox events absent from the placements topic
     events_duplicated: int  # at least once: consumers dedupe by (placement, event)
+    #: Each lost event: the outbox row and what the topic holds under its placement's key.
+    lost_events: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -146,7 +151,9 @@ async def audit_placements(bootstrap: str, database_url: str, ledger: Ledger) ->
             "GROUP BY gpu_uuid HAVING count(*) > 1) t"
         )
         unpublished = await conn.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL")
-        outbox = await conn.fetch("SELECT placement_id::text, payload FROM outbox")
+        outbox = await conn.fetch(
+            "SELECT id, placement_id::text, payload, published_at FROM outbox ORDER BY id"
+        )
     finally:
         await conn.close()
     state = {r["id"]: (r["job_id"], r["state"]) for r in rows}
@@ -155,17 +162,42 @@ async def audit_placements(bootstrap: str, database_url: str, ledger: Ledger) ->
     wrong = sum(1 for r in live if r["id"] in asked and r["gpus"] != asked[r["id"]])
     wrong += sum(1 for r in live if r["gpus"] == 0)
     release_lost = sum(1 for pid in released if state.get(pid, ("", ""))[1] == "placed")
+    # Only rows already published: Kafka acknowledged them before they were marked, so the
+    # topic (read after this) holds them; a row the relay has yet to send is no loss.
+    outbox = [r for r in outbox if r["published_at"] is not None]
     want = collections.Counter((r["placement_id"], _event_of(r["payload"])) for r in outbox)
     got: collections.Counter[tuple[str, str]] = collections.Counter()
+    by_key: dict[bytes, list[str]] = collections.defaultdict(list)  # what each key holds
     for record in await read_topic(bootstrap, PLACEMENTS):
         try:
             event = decode(PlacementEvent, record.value)
-        except DecodeError:
-            continue  # hostile records on the topic: not the outbox's
-        got[(event.placement_id, event.event)] += 1
+        except DecodeError as exc:
+            # Hostile records on the topic are not the outbox's; kept to explain a loss.
+            what = f"undecodable ({str(exc).splitlines()[0][:160]})"
+        else:
+            got[(event.placement_id, event.event)] += 1
+            what = f"{event.placement_id} {event.event}"
+        by_key[record.key or b""].append(f"{record.partition}@{record.offset}: {what}")
     lost = sum(max(0, n - got[k]) for k, n in want.items())
     dup = sum(max(0, got[k] - n) for k, n in want.items())
-    return PlacementAudit(len(placed), missing, wrong, twice, release_lost, unpublished, lost, dup)
+    lost_events = tuple(
+        _describe_loss(r, by_key[r["placement_id"].encode()])
+        for r in outbox
+        if got[(r["placement_id"], _event_of(r["payload"]))]
+        < want[(r["placement_id"], _event_of(r["payload"]))]
+    )
+    return PlacementAudit(
+        len(placed), missing, wrong, twice, release_lost, unpublished, lost, dup, lost_events
+    )
+
+
+def _describe_loss(row: asyncpg.Record, on_topic: list[str]) -> str:
+    """One lost event: its outbox row, and the records under its key on the topic."""
+    return (
+        f"outbox row {row['id']} (placement {row['placement_id']}, published "
+        f"{row['published_at'].isoformat()}): "
+        f"{row['payload']}; under its key on the topic: {on_topic or 'nothing'}"
+    )
 
 
 def _event_of(payload: str | dict[str, object]) -> str:

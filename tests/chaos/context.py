@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import shutil
 import time
 from dataclasses import dataclass, field
 
@@ -18,11 +19,14 @@ from tests.chaos.audit import (
     scrape,
     wait_until,
 )
-from tests.chaos.load import LoadDriver
+from tests.chaos.load import LoadDriver, outside_contract
 from tests.chaos.report import Row
 from tests.chaos.stack import ChaosStack
 
 __all__ = ["FULL_ORDER", "Context", "Plan"]
+
+#: Free space the changelogs' small log dir keeps outside the disk scenario (logdirs.py).
+SMALL_DIR_SPARE_BYTES = 8 << 20
 
 FULL_ORDER = ("kafka", "scorer", "replica", "postgres", "hostile", "sustained", "partition", "disk")
 
@@ -107,9 +111,16 @@ class Context:
     def loads(self) -> collections.Counter[str]:
         return self.load.ledger.snapshot()
 
-    def finish(self, row: Row, fault_ended: float, load_before: collections.Counter[str]) -> None:
+    def finish(
+        self,
+        row: Row,
+        fault_ended: float,
+        load_before: collections.Counter[str],
+        allowed: tuple[str, ...] = (),
+    ) -> None:
         """Wait for recovery (timed from ``fault_ended``, a monotonic instant), then
-        audit: what was lost or duplicated since the previous scenario's audit."""
+        audit: what was lost or duplicated since the previous scenario's audit. The load
+        must have had only the contract's answers, and ``allowed`` outcomes."""
         took = wait_until(self.recovered, self.plan.recovery_timeout_s)
         if took is None:
             row.recovery = f"not within {self.plan.recovery_timeout_s:.0f} s"
@@ -120,6 +131,8 @@ class Context:
         now = self.loads()
         answers = sorted(((now[k] - load_before.get(k, 0), k) for k in now), reverse=True)
         row.notes.append("answers: " + ", ".join(f"{k} x{n}" for n, k in answers if n))
+        odd = [f"{k} x{n}" for n, k in answers if n and outside_contract(k) and k not in allowed]
+        row.check(not odd, "the load got answers outside the contract: " + ", ".join(odd))
         stack = self.stack
         samples = asyncio.run(audit_samples(stack.bootstrap, stack.agent_url, stack.prefix))
         placements = asyncio.run(
@@ -141,6 +154,14 @@ class Context:
         row.check(placements.gpu_twice == 0, f"{placements.gpu_twice} GPUs allocated twice")
         row.check(placements.release_lost == 0, f"{placements.release_lost} releases lost")
         row.check(placements.events_lost == 0, f"{placements.events_lost} outbox events lost")
+        if placements.lost_events:
+            row.notes.append("events not on the topic: " + "; ".join(placements.lost_events))
+        if (small := stack.small_log_dir) is not None:  # filled only by the disk scenario
+            disk = shutil.disk_usage(small)
+            used = f"{(disk.total - disk.free) >> 20} of {disk.total >> 20} MiB"
+            row.check(
+                disk.free > SMALL_DIR_SPARE_BYTES, f"the changelogs filled their dir ({used})"
+            )
         dead = [s.name for s in stack.services.values() if not s.alive]
         row.check(not dead, f"crashed: {', '.join(dead)}")
         self.samples, self.placements = samples, placements

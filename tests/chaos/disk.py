@@ -72,7 +72,8 @@ def disk_full(ctx: Context) -> Row:
         scorer.start()
     healed = time.monotonic()
     row.injected = (
-        f"changelogs on a 64 MiB tmpfs filled to {_SPARE_BYTES >> 20} MiB free for "
+        f"changelogs on a {shutil.disk_usage(small).total >> 20} MiB tmpfs filled to "
+        f"{_SPARE_BYTES >> 20} MiB free for "
         f"{healed - filled:.0f} s; then space freed and the broker restarted"
     )
     row.notes.append(

@@ -20,7 +20,7 @@ import httpx
 
 from tests.chaos.stack import MODELS, REPLICAS, UNPLACED_MODEL, ChaosStack
 
-__all__ = ["Ledger", "LoadDriver"]
+__all__ = ["Ledger", "LoadDriver", "outside_contract"]
 
 _PLACEABLE = [m for m in MODELS if m != UNPLACED_MODEL]
 
@@ -41,6 +41,19 @@ class Ledger:
     def snapshot(self) -> collections.Counter[str]:
         with self.lock:
             return collections.Counter(self.outcomes)
+
+
+#: What the load may be answered under faults: placed or released, nothing to release,
+#: no room (409), or come back later with Retry-After (429, 503); a replica that does
+#: not answer at all is retried on the next.
+_CONTRACT = ("200", "201", "202", "404", "409", "429+retry-after", "503+retry-after")
+
+
+def outside_contract(outcome: str) -> bool:
+    """Whether a ledger outcome ("POST 201", "POST 403", ...) is no answer the load may get
+    (a refused token, a quota it never asked for, a 5xx, a 503 without Retry-After)."""
+    _, answer, *_ = outcome.split()
+    return answer not in (*_CONTRACT, "unanswered")
 
 
 def _outcome(response: httpx.Response) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 
 from fairlane_runtime.kafka import ensure_topics
-from tests.chaos.logdirs import place_changelogs
+from tests.chaos.logdirs import bound_changelogs, place_changelogs
 from tests.processes import spawn, stop, wait_for_http
 from tests.servers import local_server, server_script
 
@@ -28,6 +28,9 @@ REPLICAS = 3
 #: load never asks for: their scores carry no placement and the reference needs none.
 MODELS = ("A100-80GB", "H100", "V100")
 UNPLACED_MODEL = "V100"
+#: The disk scenario's filesystem under the changelogs: room for what they hold live
+#: (logdirs.py keeps them compacted) many times over, small enough to fill in a second.
+SMALL_FS_MIB = 256
 
 
 @dataclass(frozen=True)
@@ -82,8 +85,14 @@ class Service:
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
+        self.spawn()
+        self.wait_ready()
+
+    def spawn(self) -> None:
         self.proc = spawn(self.module, self.args, self.env, self.log, self.prefix)
-        if self.ready_url:
+
+    def wait_ready(self) -> None:
+        if self.ready_url and self.proc is not None:
             wait_for_http(self.ready_url, self.proc, self.log, timeout_s=180)
 
     def kill9(self) -> None:
@@ -263,7 +272,7 @@ def chaos_stack(
     for old_log in tmp.glob("*.log"):  # a state dir reused from an earlier run
         old_log.unlink()
     with (
-        small_filesystem(tmp / "kafka-small", 64) as small,
+        small_filesystem(tmp / "kafka-small", SMALL_FS_MIB) as small,
         local_server("kafka.sh", kafka_env(ports, tmp, small)),
         local_server("postgres.sh", pg_env(ports, tmp)),
     ):
@@ -281,12 +290,15 @@ def chaos_stack(
             small_log_dir=small,
         )
         try:
-            for svc in _services(stack):
-                svc.start()
+            for svc in _services(stack):  # all at once: their start-ups overlap
+                svc.spawn()
                 stack.services[svc.name] = svc
+            for svc in stack.services.values():
+                svc.wait_ready()
             if small is not None:  # the scorer has created its changelogs by now
                 main_dir = tmp / f"kafka-{ports.kafka}" / "data"
                 app_id = stack.services["scorer"].env["FAIRLANE_APP_ID"]
+                asyncio.run(bound_changelogs(bootstrap, app_id))
                 place_changelogs(bootstrap, stack.kafka_env, small, main_dir, app_id)
             deadline = time.monotonic() + 180
             while not stack.all_ready():

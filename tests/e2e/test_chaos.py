@@ -18,10 +18,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 @pytest.mark.xfail(
     strict=False,
-    reason="open defects (docs/reliability.md, 'Defects the suite found'): one outbox "
-    "event of the one-statement writes missing from the placements topic after the hostile "
-    "and sustained rows (first seen 2026-12-01, not yet explained), and a scorer window one "
-    "sample short after a broker restart (about 1 run in 3 in the full order)",
+    reason="open defect (docs/reliability.md, 'Defects the suite found'): the scorer's "
+    "window one sample short after a restart; seen in the full order after a broker "
+    "restart and, once in four short runs on 2026-12-01, in this order with the kill first",
 )
 def test_the_short_chaos_suite_loses_nothing(tmp_path: Path) -> None:
     rows = run_suite(Plan.short(), tmp_path / "chaos")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tests.chaos.context import FULL_ORDER, Plan
+from tests.chaos.load import outside_contract
 from tests.chaos.report import Row, table
 from tests.chaos.suite import SCENARIOS
 
@@ -30,3 +31,15 @@ def test_a_broken_guarantee_fails_its_row_and_shows_in_the_table() -> None:
     assert "| ok |" in text
     assert "FAIL: 3 samples lost" in text
     assert "never shown" not in text
+
+
+def test_the_load_may_get_only_the_contracts_answers() -> None:
+    fine = ["POST 201", "DELETE 200", "DELETE 404", "POST 409 no_capacity", "POST 202"]
+    fine += [
+        "POST 503+retry-after",
+        "POST 429+retry-after",
+        "POST unanswered (ConnectError), retried",
+    ]
+    odd = ["POST 403", "POST 500", "POST 503-bare", "POST 422", "DELETE 401"]
+    assert [o for o in fine if outside_contract(o)] == []
+    assert [o for o in odd if not outside_contract(o)] == []

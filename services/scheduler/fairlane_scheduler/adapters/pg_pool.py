@@ -19,14 +19,18 @@ from fairlane_scheduler.errors import DatabaseTlsError, DatabaseUnavailableError
 __all__ = ["POSTGRES_UNAVAILABLE", "connect_pool", "keeps_session_state"]
 
 #: What asyncpg raises while Postgres is away: refused or dropped connections (OSError,
-#: class 08) and a server shutting down or starting (57P01-57P03). Anything else, a
-#: cancelled statement (57014) included, is not an outage.
+#: class 08), a server shutting down or starting (57P01-57P03), and a query on a pooled
+#: connection still consuming the shutdown's unsolicited error (InternalClientError,
+#: "cannot switch to state 12; another operation (2) is in progress": seen in the chaos
+#: suite's Postgres outage). Anything else, a cancelled statement (57014) included, is
+#: not an outage.
 POSTGRES_UNAVAILABLE = (
     OSError,
     asyncpg.PostgresConnectionError,
     asyncpg.exceptions.AdminShutdownError,
     asyncpg.exceptions.CrashShutdownError,
     asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.InternalClientError,
 )
 
 _STATEFUL: set[int] = set()  # server pids of pooled sessions that hold session state
