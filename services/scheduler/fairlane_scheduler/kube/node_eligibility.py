@@ -1,8 +1,9 @@
 """Tells kube-scheduler when a node's GPUs change eligibility, so that pods it held back
 are tried again: every ``interval_s`` the per-node summaries are refreshed (the
-extender's own, core/node_summary.py) and each Node whose count of qualifying GPUs
-changed since it was last written gets it in the ``fairlane.dev/eligible-gpus``
-annotation (a merge patch of its metadata; RBAC: ``patch nodes``).
+extender's own, core/node_summary.py) and each Node whose count of GPUs free to take
+(qualifying, and held neither by a placement nor by a Kubernetes pod) changed since it
+was last written gets it in the ``fairlane.dev/eligible-gpus`` annotation (a merge patch
+of its metadata; RBAC: ``patch nodes``).
 
 Why an annotation: kube-scheduler (v1.37, pkg/scheduler/schedule_one.go) puts a pod that
 an extender rejected in the unschedulable pool with the pseudo-plugin ``Extender``, which
@@ -10,8 +11,11 @@ registers for every cluster event; an annotation change is a Node update event
 (``UpdateNodeAnnotation``), so the pod goes back to the queue after its backoff. Without
 it, a pod refused because a node's GPUs were cooling waited for an unrelated event or the
 5-minute flush, although Fairlane readmitted the GPUs the moment the stabilization window
-ended. A count that falls is written too, so the annotation always says what Fairlane
-passes (users may read it; decisions never do).
+ended. Pod holds count because Fairlane learns that a pod ended through its watch, after
+kube-scheduler did: a pod tried in between is refused on GPUs that are in fact free, and
+the release is then the only event that can send it back. A count that falls is
+written too, so the annotation always says what Fairlane passes (users may read it;
+decisions never do).
 
 Every replica writes; the value is the same fleet's, so a second write of the same value
 changes nothing (no event). A Node that Kubernetes does not have (404) is not retried
@@ -30,6 +34,7 @@ from fairlane_runtime.periodic import Periodic
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.node_summary import FREE, NodeSummaries
 from fairlane_scheduler.core.placement import PlacementPolicy
+from fairlane_scheduler.core.pod_ledger import PodLedger
 from fairlane_scheduler.kube.client import KubeApiError, KubeClient
 
 __all__ = ["ELIGIBLE_ANNOTATION", "EligibilityAnnotator"]
@@ -49,6 +54,7 @@ class EligibilityAnnotator:
         *,
         fleet: FleetView,
         summaries: NodeSummaries,
+        ledger: PodLedger,
         policy: PlacementPolicy,
         clock_ms: Callable[[], int],
         outage: OutageLog,
@@ -57,6 +63,7 @@ class EligibilityAnnotator:
         self._client = client
         self._fleet = fleet
         self._summaries = summaries
+        self._ledger = ledger
         self._policy = policy
         self._clock_ms = clock_ms
         self._written: dict[str, int] = {}  # node -> the count it carries (or 404'd with)
@@ -65,10 +72,11 @@ class EligibilityAnnotator:
 
     async def annotate(self) -> None:
         """Write the count of every node whose count changed."""
-        summaries = self._summaries
-        summaries.refresh(self._fleet, self._policy, self._clock_ms())
+        summaries, now = self._summaries, self._clock_ms()
+        summaries.refresh(self._fleet, self._policy, now)
         names = self._fleet.nodes[: summaries.unknown]
-        counts = summaries.counts[: len(names), FREE]
+        held = self._ledger.held(self._fleet.node_id, len(names), now, exclude="")
+        counts = np.maximum(summaries.counts[: len(names), FREE] - held, 0)
         written = np.fromiter((self._written.get(n, -1) for n in names), np.int64, len(names))
         for i in np.flatnonzero(counts != written).tolist():
             name, count = names[i], int(counts[i])

@@ -74,6 +74,7 @@ async def kube_edges(
         client,
         fleet=runtime.fleet,
         summaries=state.summaries,
+        ledger=state.ledger,
         policy=runtime.policy,
         clock_ms=now_ms,
         outage=metrics.outage("node eligibility annotations", "kubernetes"),
