@@ -15,12 +15,13 @@ import argparse
 import time
 
 from fairlane_eval.core.cluster import ClusterSpec, HiddenFleet
-from fairlane_eval.core.engine import SimConfig, simulate
+from fairlane_eval.core.engine import simulate
 from fairlane_eval.core.experiment import Setup, hidden_fleet
 from fairlane_eval.core.faults import FaultModel
 from fairlane_eval.core.fleet_variability import default_variability
 from fairlane_eval.core.metrics import summarise
 from fairlane_eval.core.policies import policy
+from fairlane_eval.core.sim_types import SimConfig
 from fairlane_eval.core.telemetry import ScoreKeeper
 from fairlane_eval.core.throughputs import shipped_throughputs
 from fairlane_eval.core.traces import load_shipped_trace

@@ -16,12 +16,12 @@ from pathlib import Path
 import numpy as np
 
 from fairlane_eval.core.cluster import ClusterSpec
-from fairlane_eval.core.engine import SimConfig
 from fairlane_eval.core.experiment import Setup, paired_change
 from fairlane_eval.core.faults import FaultModel
 from fairlane_eval.core.fleet_variability import default_variability, read_variability_csv
 from fairlane_eval.core.metrics import METRICS
 from fairlane_eval.core.policies import POLICIES
+from fairlane_eval.core.sim_types import SimConfig
 from fairlane_eval.core.throughputs import read_throughputs_csv, shipped_throughputs
 from fairlane_eval.core.traces import load_shipped_trace, shipped_traces
 from fairlane_eval.core.workload import read_jobs_csv

@@ -20,7 +20,7 @@ from fairlane_eval.charts.results import (
     plot_timeline,
 )
 from fairlane_eval.core.cluster import ClusterSpec
-from fairlane_eval.core.engine import SimConfig, simulate
+from fairlane_eval.core.engine import simulate
 from fairlane_eval.core.experiment import (
     Interval,
     Setup,
@@ -32,6 +32,7 @@ from fairlane_eval.core.faults import FaultModel
 from fairlane_eval.core.fleet_variability import default_variability
 from fairlane_eval.core.metrics import METRICS, Summary
 from fairlane_eval.core.policies import ORACLE, ORACLES, POLICIES
+from fairlane_eval.core.sim_types import SimConfig
 from fairlane_eval.core.throughputs import shipped_throughputs
 from fairlane_eval.core.timeline import throttled_gpu_timeline
 from fairlane_eval.core.traces import load_shipped_trace

@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 from fairlane_eval.core.cluster import ClusterSpec, HiddenFleet, HiddenGpu
-from fairlane_eval.core.engine import SimConfig, SimResult, simulate
+from fairlane_eval.core.engine import simulate
 from fairlane_eval.core.experiment import Setup, hidden_fleet, run_trial, with_oracle
 from fairlane_eval.core.faults import FaultModel
 from fairlane_eval.core.fleet_variability import Variability, default_variability
 from fairlane_eval.core.metrics import summarise
 from fairlane_eval.core.policies import ORACLE, POLICIES, policy
+from fairlane_eval.core.sim_types import SimConfig, SimResult
 from fairlane_eval.core.workload import Job
 from fairlane_eval.report import SAME_PACKING
 from fairlane_events.gpu_models import CATALOG

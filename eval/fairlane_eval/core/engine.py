@@ -19,76 +19,22 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass
 
 import numpy as np
 
 from fairlane_eval.core.cluster import HiddenFleet
 from fairlane_eval.core.policies import PolicySpec
-from fairlane_eval.core.telemetry import EPOCH_MS, ScoreKeeper
+from fairlane_eval.core.policy_view import PolicyView
+from fairlane_eval.core.sim_types import JobOutcome, SimConfig, SimResult, Throughputs
+from fairlane_eval.core.telemetry import EPOCH_MS
 from fairlane_eval.core.workload import Job
-from fairlane_events.records import GpuScore
-from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
-from fairlane_scheduler.core.placement import (
-    Choice,
-    JobShape,
-    PlacementPolicy,
-    choose,
-    qualifying,
-    rejection_masks,
-)
-from fairlane_scoring.config import ScoreConfig
+from fairlane_scheduler.core.placement import Choice, JobShape
 from fairlane_sim.fleet import JOB_RAMP_S
 
-__all__ = ["JobOutcome", "SimConfig", "SimResult", "Throughputs", "simulate"]
+__all__ = ["simulate"]
 
 _SLOW = 0.9  # a GPU slower than this x its model's median is a straggler at placement
-_UNUSABLE = 0.01  # the oracle's threshold: below it a GPU is broken, not slow
-
-
-class Throughputs(Protocol):
-    def steps_per_s(self, job_type: str, model: str, gpus: int) -> float: ...
-
-
-@dataclass(frozen=True)
-class SimConfig:
-    score: ScoreConfig = field(default_factory=lambda: ScoreConfig(interval_s=60.0))
-    stabilization_s: float = 120.0
-    max_time_s: float = math.inf  # stop here even if jobs remain (they count as unfinished)
-
-    @property
-    def interval_s(self) -> float:
-        return self.score.interval_s
-
-
-@dataclass(frozen=True)
-class JobOutcome:
-    job: Job
-    start_s: float | None  # None: never placed
-    end_s: float | None  # None: did not finish
-    rows: tuple[int, ...]  # the GPUs it ran on
-    held_s: float  # waited although GPUs that the health filter held out would have fit it
-    lost_gpu_s: float  # GPU-seconds below the speed its GPUs give it when healthy
-    slow_gpus: int  # its GPUs slower than 0.9 x their model's median when it was placed
-    healthy_s: float  # how long it would have run on its GPUs without any episode
-
-    @property
-    def jct_s(self) -> float | None:
-        return None if self.end_s is None else self.end_s - self.job.arrival_s
-
-    @property
-    def queued_s(self) -> float | None:
-        return None if self.start_s is None else self.start_s - self.job.arrival_s
-
-
-@dataclass(frozen=True)
-class SimResult:
-    policy: str
-    outcomes: tuple[JobOutcome, ...]
-    gpus: int
-    end_s: float
-    samples_taken: int
 
 
 @dataclass
@@ -133,19 +79,8 @@ class _Simulation:
         self.jobs, self.fleet, self.spec = jobs, fleet, spec
         self.throughputs, self.config = throughputs, config
         self.dt = config.interval_s
-        window = config.stabilization_s if spec.view == "scores" else 0.0
-        # The oracle never holds a job back for a slow GPU (only for one that cannot run):
-        # it knows the speed, and a threshold is a guess about the future it need not make.
-        thresholds = {"constant": 0.0, "scores": config.score.threshold, "truth": _UNUSABLE}
-        threshold = thresholds[spec.view]
-        self.view = FleetView(StabilityPolicy(threshold, window), capacity=len(fleet.gpus))
-        self.placement = PlacementPolicy(
-            threshold=threshold,
-            stale="last_known",
-            below_threshold="best_available",
-            **({"capacity_resolution": 0.0} if spec.exact_ranking else {}),
-        )
-        self.keeper = ScoreKeeper(fleet, config.score, seed) if spec.view == "scores" else None
+        self.seen = PolicyView(fleet, spec, config, seed)
+        self.keeper = self.seen.keeper
         n = len(fleet.gpus)
         self.speed = np.array([fleet.true_speed(r, 0.0) for r in range(n)])
         self.owner: list[int | None] = [None] * n
@@ -171,41 +106,6 @@ class _Simulation:
         self.now = 0.0
         self.qualified = np.zeros(0, dtype=bool)
 
-    # ------------------------------------------------------------------ the view
-    def _publish(self, row: int, score: float, ts_s: float) -> None:
-        gpu = self.fleet.gpus[row]
-        speed = gpu.spec.relative_speed
-        self.view.apply(
-            GpuScore.model_construct(
-                node=gpu.node,
-                uuid=gpu.uuid,
-                index=gpu.index,
-                model=gpu.spec.key,
-                score=score,
-                speed=speed,
-                effective_capacity=score * speed,
-                components={},
-                samples_in_window=0,
-                stale=False,
-                mem_total_bytes=int(gpu.spec.mem_gib * 1024**3),
-                ts_ms=EPOCH_MS + round(ts_s * 1000),
-            )
-        )
-
-    def _sample(self, row: int, tick: int) -> None:
-        assert self.keeper is not None
-        for record in self.keeper.advance(row, tick):
-            self.view.apply(record)
-
-    def _start_view(self) -> None:
-        for row in range(len(self.fleet.gpus)):
-            if self.keeper is not None:
-                self._sample(row, 0)
-                self.score_dirty[row] = self.keeper.settle_s
-            else:
-                truth = self.spec.view == "truth"
-                self._publish(row, min(1.0, float(self.speed[row])) if truth else 1.0, 0.0)
-
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, payload: int) -> None:
         heapq.heappush(self.events, (t, kind, payload, 0))
@@ -225,7 +125,7 @@ class _Simulation:
             self._push(at, _TICK, 0)
 
     def run(self, progress: Callable[[float], None] | None) -> SimResult:
-        self._start_view()
+        self.seen.start(self.speed, self.score_dirty)
         for i, job in enumerate(self.jobs):
             self._push(job.arrival_s, _ARRIVE, i)
         self._schedule_tick()
@@ -271,7 +171,7 @@ class _Simulation:
                 self.speed[row] = speed
                 self.speed_dirty[row] = max(until, t + self.dt)  # still moving: keep reading
                 if self.spec.view == "truth":
-                    self._publish(row, min(1.0, speed), t)
+                    self.seen.publish(row, min(1.0, speed), t)
                 if (job := self.owner[row]) is not None:
                     changed_jobs.add(job)
             elif until < t:
@@ -282,41 +182,17 @@ class _Simulation:
             if self.owner[row] is not None:  # sampled at its release, as the scorer masks it
                 del self.score_dirty[row]
                 continue
-            self._sample(row, tick)
+            self.seen.sample(row, tick)
             if until < t:
                 del self.score_dirty[row]
         if self.waiting:
             self._try_waiting(only_if_more_qualify=True)
 
     # ------------------------------------------------------------------ placement
-    def _shape(self, job: Job) -> JobShape:
-        """The request a launcher would send: models the job cannot run on (no measured
-        throughput) are not allowed, whatever the policy."""
-        speeds = {
-            key: self.throughputs.steps_per_s(job.job_type, key, job.gpus)
-            for key in self.view.models
-        }
-        runnable = frozenset(key for key, speed in speeds.items() if speed > 0)
-        return JobShape(
-            job.gpus_per_node,
-            job.nodes,
-            models=None if len(runnable) == len(speeds) else runnable,
-            policy=self.spec.pack,
-            model_speeds=speeds if self.spec.job_speeds else None,
-        )
-
-    def _qualifying(self) -> np.ndarray:
-        n = len(self.view)
-        masks = rejection_masks(
-            self.view, JobShape(1), self.placement, self.view.rows_of(self.allocated), self._ms()
-        )
-        ok, _ = qualifying(masks, n)
-        return ok
-
     def _try_waiting(self, *, only_if_more_qualify: bool = False) -> None:
         if not self.waiting:
             return
-        ok = self._qualifying()
+        ok = self.seen.qualifying(self.allocated, self._ms())
         more = len(self.qualified) != len(ok) or bool((ok & ~self.qualified).any())
         self.qualified = ok
         if only_if_more_qualify and not more:
@@ -336,8 +212,8 @@ class _Simulation:
             wait.held_s += self.now - wait.held_since
             wait.held_since = None
         if i not in self.shapes:
-            self.shapes[i] = self._shape(job)
-        result = choose(self.view, self.shapes[i], self.placement, self.allocated, self._ms())
+            self.shapes[i] = self.seen.shape(job, self.throughputs)
+        result = self.seen.choose(self.shapes[i], self.allocated, self._ms())
         if not isinstance(result, Choice):
             return False
         if result.fallback:  # only GPUs the health filter holds out would fit it
@@ -394,7 +270,7 @@ class _Simulation:
             self.allocated.discard(self.fleet.gpus[row].uuid)
             if self.keeper is not None:
                 self.keeper.job_ended(row, self.now)
-                self._sample(row, tick)  # what the scorer said while the job ran
+                self.seen.sample(row, tick)  # what the scorer said while the job ran
                 settle = self.now + JOB_RAMP_S + self.keeper.settle_s
                 self.score_dirty[row] = max(self.score_dirty.get(row, 0.0), settle)
         self.outcomes[i] = JobOutcome(
@@ -432,8 +308,8 @@ class _Simulation:
                     healthy_s=math.inf,
                 )
             )
-        samples = 0 if self.keeper is None else self.keeper.samples_taken
-        return SimResult(self.spec.name, tuple(outcomes), len(self.fleet.gpus), self.now, samples)
+        gpus, samples = len(self.fleet.gpus), self.seen.samples_taken
+        return SimResult(self.spec.name, tuple(outcomes), gpus, self.now, samples)
 
 
 def simulate(

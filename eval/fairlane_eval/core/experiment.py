@@ -15,11 +15,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from fairlane_eval.core.cluster import ClusterSpec, HiddenFleet
-from fairlane_eval.core.engine import SimConfig, Throughputs, simulate
+from fairlane_eval.core.engine import simulate
 from fairlane_eval.core.faults import FaultModel
 from fairlane_eval.core.fleet_variability import Variability
 from fairlane_eval.core.metrics import Summary, summarise
 from fairlane_eval.core.policies import ORACLE, ORACLES, policy
+from fairlane_eval.core.sim_types import SimConfig, Throughputs
 from fairlane_eval.core.workload import Job
 
 __all__ = ["Interval", "Setup", "paired_change", "run_trial", "t_interval", "with_oracle"]

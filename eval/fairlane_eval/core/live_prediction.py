@@ -29,8 +29,9 @@ from importlib import resources
 import numpy as np
 
 from fairlane_eval.core.cluster import HiddenFleet
-from fairlane_eval.core.engine import SimConfig, simulate
+from fairlane_eval.core.engine import simulate
 from fairlane_eval.core.policies import policy
+from fairlane_eval.core.sim_types import SimConfig
 from fairlane_eval.core.workload import Job
 from fairlane_scoring.config import ScoreConfig
 from fairlane_sim.fleet import FleetSpec

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import numpy.typing as npt
 
-from fairlane_eval.core.engine import JobOutcome, SimResult
+from fairlane_eval.core.sim_types import JobOutcome, SimResult
 
 __all__ = ["METRICS", "Summary", "contention", "summarise"]
 

@@ -1,0 +1,56 @@
+"""What the simulator takes and gives: its configuration, per-job outcomes, the result."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from fairlane_eval.core.workload import Job
+from fairlane_scoring.config import ScoreConfig
+
+__all__ = ["JobOutcome", "SimConfig", "SimResult", "Throughputs"]
+
+
+class Throughputs(Protocol):
+    def steps_per_s(self, job_type: str, model: str, gpus: int) -> float: ...
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    score: ScoreConfig = field(default_factory=lambda: ScoreConfig(interval_s=60.0))
+    stabilization_s: float = 120.0
+    max_time_s: float = math.inf  # stop here even if jobs remain (they count as unfinished)
+
+    @property
+    def interval_s(self) -> float:
+        return self.score.interval_s
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    job: Job
+    start_s: float | None  # None: never placed
+    end_s: float | None  # None: did not finish
+    rows: tuple[int, ...]  # the GPUs it ran on
+    held_s: float  # waited although GPUs that the health filter held out would have fit it
+    lost_gpu_s: float  # GPU-seconds below the speed its GPUs give it when healthy
+    slow_gpus: int  # its GPUs slower than 0.9 x their model's median when it was placed
+    healthy_s: float  # how long it would have run on its GPUs without any episode
+
+    @property
+    def jct_s(self) -> float | None:
+        return None if self.end_s is None else self.end_s - self.job.arrival_s
+
+    @property
+    def queued_s(self) -> float | None:
+        return None if self.start_s is None else self.start_s - self.job.arrival_s
+
+
+@dataclass(frozen=True)
+class SimResult:
+    policy: str
+    outcomes: tuple[JobOutcome, ...]
+    gpus: int
+    end_s: float
+    samples_taken: int
