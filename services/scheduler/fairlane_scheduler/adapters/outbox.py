@@ -24,6 +24,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from fairlane_events.topics import PLACEMENTS
+from fairlane_runtime.background import BackgroundLoop
 from fairlane_runtime.kafka_security import PLAINTEXT, KafkaSecurity
 from fairlane_runtime.outage import OutageLog
 from fairlane_scheduler.adapters.pg_pool import POSTGRES_UNAVAILABLE, keeps_session_state
@@ -40,7 +41,7 @@ _BATCH = 500
 _POSTGRES_GONE = (*POSTGRES_UNAVAILABLE, asyncpg.InterfaceError)
 
 
-class OutboxRelay:
+class OutboxRelay(BackgroundLoop):
     def __init__(
         self,
         pool: asyncpg.Pool,
@@ -52,6 +53,7 @@ class OutboxRelay:
         idle_poll_s: float = 0.2,
         retry_s: float = 2.0,
     ) -> None:
+        super().__init__("outbox-relay")
         self._pool = pool
         self._bootstrap = bootstrap
         self._security = security
@@ -59,19 +61,10 @@ class OutboxRelay:
         self._kafka = kafka_outage
         self._idle_poll_s = idle_poll_s
         self._retry_s = retry_s
-        self._task: asyncio.Task[None] | None = None
         self.published = 0
         self.is_leader = False
 
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="outbox-relay")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    async def _run(self) -> None:
+    async def run(self) -> None:
         """Keep trying to lead; a lost connection or broker restarts the attempt."""
         while True:
             try:
