@@ -217,11 +217,6 @@ class PacedProducer:
             await asyncio.sleep(self.pause_s)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="1 run in 10 lost a node's state during the takeover's rebalance: docs/scoring.md, "
-    "'Still open: a node's state missing during a rebalance' (issue 9)",
-)
 async def test_a_worker_joins_and_one_is_killed_while_records_flow(
     kafka_bootstrap: str, unique: str, tmp_path: Path
 ) -> None:
