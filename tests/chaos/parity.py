@@ -31,7 +31,15 @@ def _config(stack: ChaosStack) -> ScoreConfig:
 
 async def score_parity(stack: ChaosStack, since_ms: int) -> tuple[int, list[str]]:
     """How many non-stale score records with ``ts_ms >= since_ms`` of unplaced GPUs were
-    checked, and a line per record that differs from the reference."""
+    checked, and a line per record that differs from the reference.
+
+    The scores are read first: a score exists only once the scorer has read its sample,
+    so the samples read afterwards hold every sample behind every score read. Read the
+    other way round, a round of samples produced between the two reads has its scores
+    checked against a reference without it (one sample fewer in the window, for every
+    GPU that emitted in that round: the "34 samples where the reference has 33" of
+    docs/reliability.md)."""
+    scores = await read_topic(stack.bootstrap, GPU_SCORES)
     history: dict[str, list[tuple[int, GpuSample]]] = collections.defaultdict(list)
     for record in await read_topic(stack.bootstrap, NODE_SAMPLES):
         if record.key is None or not record.key.startswith(stack.prefix.encode()):
@@ -44,15 +52,15 @@ async def score_parity(stack: ChaosStack, since_ms: int) -> tuple[int, list[str]
     scored = {uuid: scored_history(h, config) for uuid, h in history.items()}
     stamps = {uuid: [s.ts_ms for s in rows] for uuid, rows in scored.items()}
     checked, wrong = 0, []
-    for record in await read_topic(stack.bootstrap, GPU_SCORES):
+    for record in scores:
         if record.key is None or record.key.decode(errors="replace") not in scored:
             continue  # another GPU, or a hostile record
         score = decode(GpuScore, record.value)
         if score.stale or score.ts_ms < since_ms:
             continue
         upto = bisect.bisect_right(stamps[score.uuid], score.ts_ms)
-        if upto == 0:
-            wrong.append(f"{score.uuid}@{score.ts_ms}: no sample behind it")
+        if upto == 0 or stamps[score.uuid][upto - 1] != score.ts_ms:
+            wrong.append(f"{score.uuid}@{score.ts_ms}: no sample of that time on the topic")
             continue
         want = summarise(scored[score.uuid][:upto], score.ts_ms, -math.inf, config)  # never held
         checked += 1

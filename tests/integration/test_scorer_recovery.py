@@ -18,9 +18,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
+from aiokafka.structs import OffsetAndMetadata
 
 from fairlane_events.records import GpuSample, GpuScore, NodeSample
-from fairlane_events.topics import STREAM_PARTITIONS
+from fairlane_events.topics import NODE_SAMPLES, STREAM_PARTITIONS
 from fairlane_scoring.config import ScoreConfig
 from fairlane_scoring.reference import reference_score
 from tests.factories import gpu_sample
@@ -105,6 +109,81 @@ async def test_kill_9_mid_stream_then_restart_gives_the_uninterrupted_scores(
     assert_all_equal_reference(stream, scores)
 
 
+async def _end_offsets(bootstrap: str) -> dict[TopicPartition, int]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        parts = [TopicPartition(NODE_SAMPLES, p) for p in range(STREAM_PARTITIONS)]
+        return dict(await consumer.end_offsets(parts))
+    finally:
+        await consumer.stop()
+
+
+async def _committed(bootstrap: str, group: str) -> int:
+    """How many records of the node-samples topic ``group`` has committed, in all."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        offsets = await admin.list_consumer_group_offsets(group)
+    finally:
+        await admin.close()
+    return sum(o.offset for tp, o in offsets.items() if tp.topic == NODE_SAMPLES)
+
+
+async def _commit_as(bootstrap: str, group: str, offsets: dict[TopicPartition, int]) -> None:
+    """Commit ``offsets`` for ``group`` once its dead member's session has expired."""
+    deadline = time.monotonic() + 60
+    while True:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False
+        )
+        await consumer.start()
+        try:
+            consumer.assign(list(offsets))
+            await consumer.commit({tp: OffsetAndMetadata(o, "") for tp, o in offsets.items()})
+            return
+        except KafkaError:
+            if time.monotonic() > deadline:
+                raise
+        finally:
+            await consumer.stop()
+        await asyncio.sleep(1)
+
+
+async def test_records_replayed_over_rows_that_hold_them_count_once(
+    kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    """A kill -9 after a batch's rows reached the changelog and before its offsets were
+    committed, at its worst: once the first half is in the changelog (committed), the
+    commits are put back to before it, so the restarted worker reads every record of it
+    again over rows that already hold it. Not one is counted twice: each is ignored as
+    not newer than its GPU's last sample, and the scores equal the reference."""
+    prefix = f"replay-{unique}"
+    stream = seeded_stream(prefix, seed=9)
+    half = len(stream) // 2
+    app_id, data = f"scorer-replay-{unique}", tmp_path / "data"
+    env = {"FAIRLANE_SESSION_TIMEOUT_S": "6"}
+    before = await _end_offsets(kafka_bootstrap)
+    async with read_scores(kafka_bootstrap, prefix) as reader:
+        with run_scorer(kafka_bootstrap, app_id, data, tmp_path / "a.log", env) as first:
+            await produce_samples(kafka_bootstrap, stream[:half])
+            await reader.until(last_rounds_seen(stream[:half]))  # type: ignore[arg-type]
+            everything = sum((await _end_offsets(kafka_bootstrap)).values())
+            deadline = time.monotonic() + 60
+            while await _committed(kafka_bootstrap, app_id) < everything:  # rows are in
+                assert time.monotonic() < deadline, "the first half was never committed"
+                await asyncio.sleep(0.5)
+            first.proc.send_signal(signal.SIGKILL)
+            first.proc.wait()
+        await _commit_as(kafka_bootstrap, app_id, before)
+        await produce_samples(kafka_bootstrap, stream[half:])
+        with run_scorer(kafka_bootstrap, app_id, data, tmp_path / "b.log", env) as second:
+            scores = await reader.until(last_rounds_seen(stream), timeout_s=90)  # type: ignore[arg-type]
+            replayed = second.metric("fairlane_scorer_duplicates_ignored_total")
+    assert replayed >= half * 2  # every GPU sample of the first half: held, ignored
+    assert_all_equal_reference(stream, scores)
+
+
 def _owned(scorer: Scorer) -> float:
     return scorer.metric("fairlane_scorer_assigned_partitions")
 
@@ -138,11 +217,6 @@ class PacedProducer:
             await asyncio.sleep(self.pause_s)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="1 run in 10 lost a node's state during the takeover's rebalance: docs/scoring.md, "
-    "'Still open: a node's state missing during a rebalance' (issue 9)",
-)
 async def test_a_worker_joins_and_one_is_killed_while_records_flow(
     kafka_bootstrap: str, unique: str, tmp_path: Path
 ) -> None:

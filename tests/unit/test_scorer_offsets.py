@@ -70,3 +70,13 @@ def test_a_seek_to_the_committed_positions_starts_every_partition_again() -> Non
     assert order.classify(0, 6, floor=6, epoch=2) == InOrder.PROCESS
     assert order.classify(1, 3, floor=None, epoch=2) == InOrder.PROCESS  # floor unknown
     assert order.classify(1, 4, floor=None, epoch=2) == InOrder.PROCESS
+
+
+def test_where_a_partition_resumes() -> None:
+    order: InOrder[int] = InOrder()
+    assert order.resumes_at(0, floor=5, epoch=1) == 5  # nothing classified yet
+    for offset in (5, 6):
+        order.classify(0, offset, floor=5, epoch=1)
+    assert order.resumes_at(0, floor=5, epoch=1) == 7  # the next one to process
+    assert order.resumes_at(1, floor=3, epoch=1) == 3  # a partition not seen yet
+    assert order.resumes_at(0, floor=6, epoch=2) == 6  # sought to the commits since

@@ -215,6 +215,8 @@ def create_app(settings: ScorerSettings, metrics: ScorerMetrics | None = None) -
         await in_batches(stream, one_by_one(agents.on_node_placement))
 
     async def announce_stale() -> None:
+        if app.rebalancing:  # the recovery may not have rebuilt the table yet
+            return
         owned = {
             tp.partition
             for tp in app.assignor.assigned_actives()

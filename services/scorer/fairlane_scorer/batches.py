@@ -13,6 +13,11 @@ rewind is passed over, and a record that arrives after a hole (Faust's fetch pat
 lose one across a rebalance or an agent restart: docs/scoring.md, "Rebalances and
 commits") is not processed; the partition is sought back to the hole instead, logged
 with the offsets and counted (``fairlane_scorer_delivery_gaps_total``).
+
+No record is processed while a rebalance is under way, nor one read in an earlier
+generation or of a partition given up (:meth:`ScorerConsumer.owned`): such records are
+released unprocessed, and once the rebalance is over the partitions they came from are
+sought back to where their processing resumes.
 """
 
 from __future__ import annotations
@@ -92,13 +97,21 @@ class Batches:
     async def run(self, queue: asyncio.Queue[faust.EventT[Any]]) -> None:
         order: InOrder[TP] = InOrder()
         holes: dict[TP, tuple[int, float]] = {}  # where each partition was sought back to
+        passed_over: set[TP] = set()  # partitions with records read during a rebalance
         while True:
-            timeout = RESEEK_S if holes else None
+            timeout = RESEEK_S if holes or passed_over else None
             events = await _next_batch(queue, self.max_records, self.within_s, timeout)
+            owned = self.consumer.owned()
+            if owned is not None:
+                await self._read_again(order, passed_over, holes)
             taken = []
             for event in events:
                 msg = event.message
                 tp, offset = msg.tp, msg.offset
+                if owned is None or msg.generation_id != owned[0] or tp not in owned[1]:
+                    self.consumer.released([msg])  # read again after the rebalance
+                    passed_over.add(tp)
+                    continue
                 verdict = order.classify(
                     tp, offset, self.consumer.ledger.floor(tp), self.consumer.seeks
                 )
@@ -117,7 +130,24 @@ class Batches:
                 self.consumer.processed(event.message for event in taken)
             for _ in events:
                 queue.task_done()
-            await self._seek_again(holes)
+            if self.consumer.owned() is not None:
+                await self._seek_again(holes)
+
+    async def _read_again(
+        self, order: InOrder[TP], passed_over: set[TP], holes: dict[TP, tuple[int, float]]
+    ) -> None:
+        """The rebalance is over: seek each partition of this worker whose records were
+        passed over during it back to where its processing resumes (Faust's seek to the
+        commits may have come before those records did); before the next batch is
+        looked at, so that its later records count as that seek's hole."""
+        assigned = self.consumer.assignment()
+        for tp in passed_over:
+            at = order.resumes_at(tp, self.consumer.ledger.floor(tp), self.consumer.seeks)
+            if tp in assigned and at is not None:
+                log.info("%s: records read during a rebalance: reading again from %d", tp, at)
+                holes[tp] = (at, time.monotonic())
+                await self._seek(tp, at)
+        passed_over.clear()
 
     async def _hole(
         self, tp: TP, expected: int, offset: int, holes: dict[TP, tuple[int, float]]

@@ -26,10 +26,17 @@ the end of the contiguous run of processed offsets from the committed position
 is sought to its earliest offset, where a restart would begin. A record stays in Faust's
 ``unacked`` set until processed, so a rebalance (``Consumer.wait_empty``) waits for
 every delivery in flight before the recovery reads the changelogs' high watermarks.
+
+And no record is processed while a rebalance is under way (:meth:`ScorerConsumer.owned`):
+Faust resumes the flow to read the changelogs, and records fetched before the
+rebalance reach the agents meanwhile (seen: records of the old generation processed
+during the takeover's recovery), while the recovery is still writing the changelog's
+rows into the table, over what such a record's batch wrote or before the row it needed.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -42,6 +49,8 @@ from mode.utils.futures import notify
 from fairlane_scorer.core.offsets import OffsetLedger
 
 __all__ = ["ScorerConsumer", "install_transport"]
+
+log = logging.getLogger("fairlane.scorer")
 
 
 class ScorerConsumer(faust_aiokafka.Consumer):
@@ -64,6 +73,14 @@ class ScorerConsumer(faust_aiokafka.Consumer):
             self._unacked_messages.discard(message)
             self.ledger.done(message.tp, message.offset)
         notify(self._waiting_for_ack)
+
+    def owned(self) -> tuple[int, frozenset[TP]] | None:
+        """The generation and the partitions whose records may be processed now; None
+        while a rebalance is under way (from the revocation until the recovery that ends
+        it has rebuilt the tables and sought the partitions to their commits)."""
+        if self.app.rebalancing:
+            return None
+        return self.app.consumer_generation_id, frozenset(self.assignment())
 
     def released(self, messages: Iterable[Message]) -> None:
         """These records will not be processed from here (read again, or read out of
@@ -112,6 +129,10 @@ class ScorerConsumer(faust_aiokafka.Consumer):
         for tp, offset in committed.items():
             self.ledger.reset(tp, offset)
         self.seeks += 1
+        log.info(
+            "resuming from the commits: %s",
+            ", ".join(f"{tp.topic}[{tp.partition}]@{o}" for tp, o in sorted(committed.items())),
+        )
         return {**found, **committed}
 
 

@@ -100,3 +100,11 @@ class InOrder(Generic[P]):
 
     def expected(self, partition: P) -> int | None:
         return self._next.get(partition)
+
+    def resumes_at(self, partition: P, floor: int | None, epoch: int) -> int | None:
+        """The offset :meth:`classify` would take next from ``partition``: the expected
+        one, or the floor where the consumer was sought since (``epoch`` moved)."""
+        if epoch != self._epoch:
+            return floor
+        expected = self._next.get(partition)
+        return floor if expected is None else expected

@@ -1,0 +1,123 @@
+"""No record is processed while a rebalance is under way, nor one read in an earlier
+generation (fairlane_scorer.batches): during a takeover's recovery such a record's batch
+read a node's row before the recovery had written it, and wrote a one-sample row over
+the node's whole window (docs/scoring.md, "Rebalances and commits")."""
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any, cast
+
+import faust
+from faust.types import TP, Message
+
+from fairlane_events.topics import NODE_SAMPLES
+from fairlane_scorer.batches import Batches
+from fairlane_scorer.consumer import ScorerConsumer
+from fairlane_scorer.core.offsets import OffsetLedger
+from fairlane_scorer.delivery import Deliveries
+
+TP3 = TP(NODE_SAMPLES, 3)
+
+
+class Event:
+    def __init__(self, offset: int, generation: int) -> None:
+        self.message = Message(
+            NODE_SAMPLES, 3, offset, 0.0, 0, None, b"n", b"{}", None, tp=TP3,
+            generation_id=generation,
+        )  # fmt: skip
+
+
+class Consumer:
+    """What the batches ask of the scorer's consumer, with its rebalance state set by
+    the test (ScorerConsumer.owned reads Faust's)."""
+
+    def __init__(self) -> None:
+        self.ledger: OffsetLedger[TP] = OffsetLedger()
+        self.ledger.reset(TP3, 10)  # the committed position, as seek_to_committed sets it
+        self.seeks = 1
+        self.generation, self.rebalancing = 1, False
+        self.released_offsets: list[int] = []
+        self.sought: list[int] = []
+
+    def owned(self) -> tuple[int, frozenset[TP]] | None:
+        return None if self.rebalancing else (self.generation, frozenset({TP3}))
+
+    def assignment(self) -> set[TP]:
+        return {TP3}
+
+    def released(self, messages: Iterable[Message]) -> None:
+        self.released_offsets += [m.offset for m in messages]
+
+    def processed(self, messages: Iterable[Message]) -> None:
+        for m in messages:
+            self.ledger.done(m.tp, m.offset)
+
+    async def seek(self, tp: TP, offset: int) -> None:
+        self.sought.append(offset)
+
+
+class Producer:
+    async def send(self, *args: Any) -> asyncio.Future[None]:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+
+async def run_batches(
+    consumer: Consumer, steps: list[tuple[list[Event], bool]]
+) -> list[tuple[int, int | None]]:
+    """Feed each step's events (with the rebalance flag set as given) and wait until the
+    batches are through them; the (offset, generation) of each record handled, in order."""
+    handled: list[tuple[int, int | None]] = []
+
+    async def handle(events: list[faust.EventT[Any]], out: Deliveries) -> None:
+        handled.extend((e.message.offset, e.message.generation_id) for e in events)
+
+    batches = Batches(
+        handle,
+        consumer=cast(ScorerConsumer, consumer),
+        producer=cast(Any, Producer()),
+        max_records=10,
+        within_s=0.0,
+        on_gap=lambda: None,
+    )
+    queue: asyncio.Queue[faust.EventT[Any]] = asyncio.Queue()
+    task = asyncio.create_task(batches.run(queue))
+    try:
+        for events, rebalancing in steps:
+            consumer.rebalancing = rebalancing
+            for event in events:
+                queue.put_nowait(cast(faust.EventT[Any], event))
+            await queue.join()
+            await asyncio.sleep(0)  # the batches' loop ends its round (the seeks)
+    finally:
+        task.cancel()
+    return handled
+
+
+async def test_records_read_during_a_rebalance_are_read_again_after_it() -> None:
+    consumer = Consumer()
+    during = [Event(o, generation=1) for o in (10, 11)]
+    handled = await run_batches(consumer, [(during, True)])
+    assert handled == []  # the tables may not be whole yet
+    assert consumer.released_offsets == [10, 11]  # a rebalance need not wait for them
+    assert consumer.ledger.advance(TP3) is None  # nothing committed past them
+
+    consumer = Consumer()
+    later = [Event(12, generation=1)]  # the next record, once the rebalance is over
+    again = [Event(o, generation=1) for o in (10, 11, 12)]
+    handled = await run_batches(consumer, [(during, True), (later, False), (again, False)])
+    assert consumer.sought == [10]  # back to the commit, the passed-over records again
+    assert handled == [(10, 1), (11, 1), (12, 1)]
+
+
+async def test_a_record_of_an_earlier_generation_is_not_processed() -> None:
+    """Read before a rebalance, handed to the batches after it: its partition was sought
+    to the commit since, and the record comes again in the new generation."""
+    consumer = Consumer()
+    consumer.generation = 2
+    stale, fresh = Event(10, generation=1), Event(10, generation=2)
+    handled = await run_batches(consumer, [([stale], False), ([fresh], False)])
+    assert handled == [(10, 2)]
+    assert consumer.released_offsets == [10]
+    assert consumer.ledger.advance(TP3) == 11
