@@ -13,6 +13,7 @@ from fairlane_scheduler.core.decision import decide
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.ledger import Holding, Ledger
 from fairlane_scheduler.core.master_port import PortRange
+from fairlane_scheduler.core.node_summary import NodeSummaries
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.core.placements import EventKind, Placement, PlacementRequest, waiting
 from fairlane_scheduler.core.quota import Quota, check_quota
@@ -65,6 +66,7 @@ class PlacementService:
         self._is_fleet_ready = is_fleet_ready
         self._new_id = new_id
         self.ledger = Ledger(fleet)
+        self._summaries = NodeSummaries()  # the fleet per node, for this policy's decisions
         self._commits = GroupCommit(store, ports)
         self._quotas: dict[str, Quota] = {}
         self.conflicts = 0  # writes Postgres refused for a GPU or port (then retried)
@@ -226,6 +228,7 @@ class PlacementService:
         placement = decide(
             request,
             fleet=self._fleet,
+            summaries=self._summaries,
             ledger=self.ledger,
             quota=self._quotas.get(request.namespace),
             policy=self._policy,
