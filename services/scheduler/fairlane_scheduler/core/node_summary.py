@@ -83,8 +83,8 @@ class NodeSummaries:
     appear or move), and for the policy of the last :meth:`refresh` its GPUs in each
     state, its qualifying GPUs' capacities best first (-inf padding), the same GPUs' rows
     best score first (then GPU index; -1 padding: the placement's order within a node,
-    core/placement_summary.py), its GPUs with a score above 0, its size, model and
-    memory range. One more row at the end, id
+    core/placement_summary.py; slot x node, as a decision reads its first slots of many
+    nodes), its GPUs with a score above 0, its size, model and memory range. One more row at the end, id
     :attr:`unknown`, is a node without GPUs: the one names Fairlane has no scores for get."""
 
     def __init__(self) -> None:
@@ -104,7 +104,7 @@ class NodeSummaries:
         self.cordoned = np.zeros(width, dtype=bool)
         self.counts = np.zeros((width, len(_SUMMED)), dtype=np.int64)
         self.capacity = np.full((width, slots), -np.inf)
-        self.ranked = np.full((width, slots), -1, dtype=np.intp)
+        self.ranked = np.full((slots, width), -1, dtype=np.intp)
         self.healthy = np.zeros(width, dtype=np.int64)
         self.size = np.zeros(width, dtype=np.int64)
         self.model = np.full(width, -1, dtype=np.int64)
@@ -166,7 +166,7 @@ class NodeSummaries:
         self.capacity[nodes] = -np.sort(-free, axis=1)
         order = np.lexsort((fleet.index[safe], -fleet.score[safe], ~qualifies))
         ranked = np.where(qualifies, rows, -1)
-        self.ranked[nodes] = np.take_along_axis(ranked, order, axis=1)
+        self.ranked[:, nodes] = np.take_along_axis(ranked, order, axis=1).T
         self.healthy[nodes] = (present & (fleet.score[safe] > 0)).sum(axis=1)
         self.size[nodes] = present.sum(axis=1)
         model = fleet.model[safe]

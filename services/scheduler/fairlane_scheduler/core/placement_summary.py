@@ -54,13 +54,13 @@ def choose_on_summaries(
     node_ids = np.flatnonzero(count >= per_node)
     if len(node_ids) < shape.nodes:
         return choose(fleet, shape, policy, fleet.held_rows(), now_ms)
-    top = summaries.ranked[node_ids, :per_node]
+    top = summaries.ranked[:per_node].take(node_ids, axis=1).T
     if len(mixed):
         at = np.searchsorted(node_ids, mixed)
         fits = (at < len(node_ids)) & (node_ids[np.minimum(at, len(node_ids) - 1)] == mixed)
         top[at[fits]] = mixed_ranked[fits, :per_node]
-    used = summaries.counts[node_ids, ALLOCATED]
-    candidates = NodeCandidates(node_ids, top, used, summaries.size[node_ids])
+    used = summaries.counts[:, ALLOCATED].take(node_ids)
+    candidates = NodeCandidates(node_ids, top, used, summaries.size.take(node_ids))
     return rank_nodes(fleet, shape, policy.capacity_resolution, candidates)
 
 
@@ -88,7 +88,7 @@ def _admitted(
         none |= hi < need
     count = np.where(none, 0, count)
     mixed = np.flatnonzero(~every & ~none)
-    rows = summaries.ranked[mixed]
+    rows = summaries.ranked[:, mixed].T
     safe = np.where(rows >= 0, rows, 0)
     accepted = (rows >= 0) & allowed[fleet.model[safe]] & (fleet.mem_bytes[safe] >= need)
     order = np.argsort(~accepted, axis=1, kind="stable")  # accepted first, still best first
