@@ -84,8 +84,9 @@ class NodeSummaries:
     state, its qualifying GPUs' capacities best first (-inf padding), the same GPUs' rows
     best score first (then GPU index; -1 padding: the placement's order within a node,
     core/placement_summary.py; slot x node, as a decision reads its first slots of many
-    nodes), its GPUs with a score above 0, its size, model and memory range. One more row at the end, id
-    :attr:`unknown`, is a node without GPUs: the one names Fairlane has no scores for get."""
+    nodes), its GPUs with a score above 0, its size, model and memory range. One more row
+    at the end, id :attr:`unknown`, is a node without GPUs: the one names Fairlane has no
+    scores for get."""
 
     def __init__(self) -> None:
         self._layout = -1
