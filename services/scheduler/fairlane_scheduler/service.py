@@ -26,7 +26,7 @@ from fairlane_scheduler.errors import (
     NotReadyError,
     QuotaExceededError,
 )
-from fairlane_scheduler.group_commit import GroupCommit
+from fairlane_scheduler.group_commit import GroupCommit, GroupEnd
 from fairlane_scheduler.storage import (
     Ending,
     JobTaken,
@@ -68,13 +68,19 @@ class PlacementService:
         self.ledger = Ledger(fleet)
         self._summaries = NodeSummaries()  # the fleet per node, for this policy's decisions
         self._commits = GroupCommit(store, ports)
+        self._ends = GroupEnd(store)
         self._quotas: dict[str, Quota] = {}
         self.conflicts = 0  # writes Postgres refused for a GPU or port (then retried)
 
     @property
     def group_commits(self) -> tuple[int, int]:
         """Placement writes issued so far, and the placements they carried."""
-        return self._commits.batches, self._commits.placements
+        return self._commits.batches, self._commits.items
+
+    @property
+    def group_ends(self) -> tuple[int, int]:
+        """Release and expiry writes issued so far, and the endings they carried."""
+        return self._ends.batches, self._ends.items
 
     @property
     def allocated(self) -> Collection[str]:
@@ -285,7 +291,7 @@ class PlacementService:
         namespace: str | None = None,
     ) -> Placement | None:
         ending = Ending(placement_id, state, self._clock_ms(), reason, namespace)
-        placement, ended = await self._store.end(ending)
+        placement, ended = await self._ends.end(ending)
         if ended:
             self.ledger.release(placement_id)
         return placement
