@@ -169,6 +169,7 @@ async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
         result["view_gpus"] = len(fleet)  # the topic keeps earlier sizes' fleets too
         service = app.state.runtime.service
         writes_before, carried_before = service.group_commits
+        ends_before, ended_before = service.group_ends
         profile = cProfile.Profile() if args.profile else None
         cpu_started = time.process_time()
         if profile is not None:
@@ -179,6 +180,8 @@ async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
             profile.dump_stats(f"{args.profile}.{gpus}")
         writes, carried = service.group_commits
         result["per_write"] = (carried - carried_before) / max(writes - writes_before, 1)
+        ends, ended = service.group_ends
+        result["ends_per_write"] = (ended - ended_before) / max(ends - ends_before, 1)
         result["cpu_ms_per_pair"] = (
             1000 * (time.process_time() - cpu_started) / max(result["placed"], 1)
         )
@@ -237,7 +240,7 @@ async def main() -> None:
             f"POST p50 {r['p50_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms "
             f"(1 client: p50 {r['one_p50_ms']:.1f} ms p99 {r['one_p99_ms']:.1f} ms), "
             f"CPU {r['cpu_ms_per_pair']:.2f} ms per pair (process, clients included), "
-            f"{r['per_write']:.1f} placements per write, "
+            f"{r['per_write']:.1f} placements and {r['ends_per_write']:.1f} releases per write, "
             f"RSS {r['rss_mib']:.0f} MiB with {r['view_gpus']:,} GPUs in the view"
         )
         if "extender_p99_ms" in r:

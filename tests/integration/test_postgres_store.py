@@ -176,6 +176,34 @@ async def test_a_batch_commits_together_and_judges_each_placement_alone(
     assert events == 2  # job-1's and job-2's created events, nothing of the others
 
 
+async def test_a_batch_of_endings_answers_each_as_one_ending_would(pool: asyncpg.Pool) -> None:
+    """Releases and expiries of one loop turn are ended by one statement: each answered
+    in order as fairlane_end answers it, the same id twice ended once."""
+    store = PostgresStore(pool)
+    await store.create(placement(P1, "job-1", ["g1"]), REQUEST, PORTS)
+    await store.create(placement(P2, "job-2", ["g2"], port=29501), REQUEST, PORTS)
+    missing = "00000000-0000-0000-0000-0000000000ff"
+    endings = [
+        Ending(P2, "released", 1_700_000_000_500, None, "default"),
+        Ending(P1, "expired", 1_700_000_000_600, "lease not renewed", "other"),  # not its
+        Ending(P1, "released", 1_700_000_000_700, None, None),
+        Ending(missing, "released", 1_700_000_000_800, None, None),
+        Ending(P2, "released", 1_700_000_000_900, None, None),  # ended above
+    ]
+    answers = await store.end_many(endings)
+    assert [(p and (p.id, p.state, p.ended_at_ms), ended) for p, ended in answers] == [
+        ((P2, "released", 1_700_000_000_500), True),
+        (None, False),
+        ((P1, "released", 1_700_000_000_700), True),
+        (None, False),
+        ((P2, "released", 1_700_000_000_500), False),
+    ]
+    assert await live_gpus(store) == set()
+    async with pool.acquire() as conn:
+        events = await conn.fetch("SELECT payload->>'event' AS e FROM outbox ORDER BY id")
+    assert [r["e"] for r in events] == ["created", "created", "released", "released"]
+
+
 async def test_a_live_port_is_never_given_twice_on_a_node(pool: asyncpg.Pool) -> None:
     """A replica that proposes a port another live placement holds gets the lowest free
     one instead; and the unique index refuses a second live placement of one port."""

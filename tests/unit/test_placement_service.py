@@ -202,3 +202,14 @@ async def test_release_frees_the_gpus_once_and_returns_the_ended_placement() -> 
     assert list(service.allocated) == []
     assert (await service.place(request("b", 1)))[1]
     assert [e.event for e in store.events if e.job_id == "a"] == ["created", "released"]
+
+
+async def test_releases_of_one_loop_turn_are_ended_by_one_write() -> None:
+    service = service_on(MemoryStore(), fleet_of(2, 4))
+    placed = [(await service.place(request(f"j{i}", 2)))[0] for i in range(4)]
+    ids = [p.id for p in placed]
+    released = await asyncio.gather(*(service.release(i) for i in [*ids, ids[0]]))
+    assert [(p.id, p.state) for p in released] == [(i, "released") for i in [*ids, ids[0]]]
+    assert service.group_ends == (1, 5)
+    assert not service.allocated
+    assert (await service.place(request("k", 4)))[0].state == "placed"  # the GPUs are free

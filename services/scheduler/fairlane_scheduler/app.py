@@ -30,6 +30,7 @@ from fairlane_scheduler.api import dashboard, extender
 from fairlane_scheduler.api.auth import TokenTable
 from fairlane_scheduler.api.deps import Runtime, SchedulerMetrics
 from fairlane_scheduler.api.errors import install_error_handlers
+from fairlane_scheduler.api.hot_routes import HotRoutes
 from fairlane_scheduler.api.listeners import ExtenderPortGate
 from fairlane_scheduler.api.routes import router
 from fairlane_scheduler.clock import now_ms
@@ -258,11 +259,16 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
     app.state.tokens = TokenTable(settings)
     if settings.auth_disabled:
         log.warning("AUTHENTICATION IS DISABLED: every caller acts as the admin")
+    _routes(app, settings, metrics)
+    return app
+
+
+def _routes(app: FastAPI, settings: SchedulerSettings, metrics: SchedulerMetrics) -> None:
     install_error_handlers(app)
     app.include_router(router)
     app.include_router(extender.router)
     app.include_router(dashboard.router)
     app.mount("/metrics", make_asgi_app(metrics.registry))
+    app.add_middleware(HotRoutes)  # inside the port gate: added first
     if settings.extender_port is not None:
         app.add_middleware(ExtenderPortGate, extender_port=settings.extender_port)
-    return app

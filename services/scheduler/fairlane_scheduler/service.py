@@ -13,6 +13,7 @@ from fairlane_scheduler.core.decision import decide
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.ledger import Holding, Ledger
 from fairlane_scheduler.core.master_port import PortRange
+from fairlane_scheduler.core.node_summary import NodeSummaries
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.core.placements import EventKind, Placement, PlacementRequest, waiting
 from fairlane_scheduler.core.quota import Quota, check_quota
@@ -25,7 +26,7 @@ from fairlane_scheduler.errors import (
     NotReadyError,
     QuotaExceededError,
 )
-from fairlane_scheduler.group_commit import GroupCommit
+from fairlane_scheduler.group_commit import GroupCommit, GroupEnd
 from fairlane_scheduler.storage import (
     Ending,
     JobTaken,
@@ -65,14 +66,21 @@ class PlacementService:
         self._is_fleet_ready = is_fleet_ready
         self._new_id = new_id
         self.ledger = Ledger(fleet)
+        self._summaries = NodeSummaries()  # the fleet per node, for this policy's decisions
         self._commits = GroupCommit(store, ports)
+        self._ends = GroupEnd(store)
         self._quotas: dict[str, Quota] = {}
         self.conflicts = 0  # writes Postgres refused for a GPU or port (then retried)
 
     @property
     def group_commits(self) -> tuple[int, int]:
         """Placement writes issued so far, and the placements they carried."""
-        return self._commits.batches, self._commits.placements
+        return self._commits.batches, self._commits.items
+
+    @property
+    def group_ends(self) -> tuple[int, int]:
+        """Release and expiry writes issued so far, and the endings they carried."""
+        return self._ends.batches, self._ends.items
 
     @property
     def allocated(self) -> Collection[str]:
@@ -226,6 +234,7 @@ class PlacementService:
         placement = decide(
             request,
             fleet=self._fleet,
+            summaries=self._summaries,
             ledger=self.ledger,
             quota=self._quotas.get(request.namespace),
             policy=self._policy,
@@ -282,7 +291,7 @@ class PlacementService:
         namespace: str | None = None,
     ) -> Placement | None:
         ending = Ending(placement_id, state, self._clock_ms(), reason, namespace)
-        placement, ended = await self._store.end(ending)
+        placement, ended = await self._ends.end(ending)
         if ended:
             self.ledger.release(placement_id)
         return placement

@@ -99,6 +99,9 @@ class PlacementStore(Protocol):
         whether it ended now (False: it had ended before). None: no such placement (in
         its namespace, when given)."""
 
+    async def end_many(self, endings: Sequence[Ending]) -> list[tuple[Placement | None, bool]]:
+        """:meth:`end` for each, in one transaction, answers in order."""
+
     async def get(self, placement_id: str) -> Placement | None: ...
 
     async def find_job(self, namespace: str, job_id: str) -> Placement | None: ...

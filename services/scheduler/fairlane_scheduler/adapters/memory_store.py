@@ -129,6 +129,9 @@ class MemoryStore:
         self.events.append(placement_event(ended, ending.state, ending.now_ms, ending.reason))
         return ended, True
 
+    async def end_many(self, endings: Sequence[Ending]) -> list[tuple[Placement | None, bool]]:
+        return [await self.end(ending) for ending in endings]
+
     async def get(self, placement_id: str) -> Placement | None:
         return self.placements.get(placement_id)
 

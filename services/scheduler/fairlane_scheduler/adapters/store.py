@@ -141,6 +141,21 @@ class PostgresStore:
             return None, False
         return placement_of(rows[0]["placement"]), rows[0]["ended"]
 
+    async def end_many(self, endings: Sequence[Ending]) -> list[tuple[Placement | None, bool]]:
+        rows = await self._fetch(
+            "SELECT * FROM fairlane_end_batch($1::uuid[], $2, $3, $4, $5, $6)",
+            [e.placement_id for e in endings],
+            [e.state for e in endings],
+            [utc(e.now_ms) for e in endings],
+            [e.now_ms for e in endings],
+            [e.reason for e in endings],
+            [e.namespace for e in endings],
+        )
+        answers: list[tuple[Placement | None, bool]] = [(None, False)] * len(endings)
+        for row in rows:
+            answers[row["i"] - 1] = placement_of(row["placement"]), row["ended"]
+        return answers
+
     async def get(self, placement_id: str) -> Placement | None:
         rows = await self._fetch("SELECT * FROM placements WHERE id = $1::uuid", placement_id)
         return placement_of(rows[0]) if rows else None

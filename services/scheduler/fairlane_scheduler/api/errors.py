@@ -30,7 +30,14 @@ from fairlane_scheduler.errors import (
     UnauthorizedError,
 )
 
-__all__ = ["HTTP_STATUS", "DetailOut", "ErrorOut", "error_responses", "install_error_handlers"]
+__all__ = [
+    "HTTP_STATUS",
+    "DetailOut",
+    "ErrorOut",
+    "error_answer",
+    "error_responses",
+    "install_error_handlers",
+]
 
 log = logging.getLogger("fairlane.scheduler.api")
 
@@ -102,6 +109,11 @@ def _status_of(exc: SchedulerError) -> tuple[int, str]:
 
 async def _scheduler_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, SchedulerError)
+    return error_answer(exc, request.method, request.url.path)
+
+
+def error_answer(exc: SchedulerError, method: str, path: str) -> JSONResponse:
+    """The answer to ``exc`` (logged when it is a 5xx), wherever the route ran."""
     status, code = _status_of(exc)
     body: dict[str, object] = {"error": code, "detail": str(exc)}
     if isinstance(exc, NoCapacityError):
@@ -114,7 +126,7 @@ async def _scheduler_error(request: Request, exc: Exception) -> JSONResponse:
         # the background loops announce the outage once; one more line per request
         # would flood the log under load.
         level = logging.INFO if exc.retryable else logging.WARNING
-        log.log(level, "%s %s: %s", request.method, request.url.path, exc)
+        log.log(level, "%s %s: %s", method, path, exc)
     return JSONResponse(body, status_code=status, headers=headers)
 
 

@@ -8,8 +8,8 @@ from uuid import UUID
 from fastapi import APIRouter, Path, Query, Response, status
 from fastapi.responses import JSONResponse
 
-from fairlane_scheduler.api.auth import CallerDep
-from fairlane_scheduler.api.deps import RuntimeDep
+from fairlane_scheduler.api.auth import Caller, CallerDep
+from fairlane_scheduler.api.deps import Runtime, RuntimeDep
 from fairlane_scheduler.api.errors import error_responses
 from fairlane_scheduler.api.schemas import (
     CordonIn,
@@ -41,7 +41,7 @@ from fairlane_scheduler.errors import (
     UnauthorizedError,
 )
 
-__all__ = ["router"]
+__all__ = ["place", "release", "router"]
 
 router = APIRouter()
 
@@ -79,6 +79,11 @@ _DB = (DatabaseUnavailableError,)
     },
 )
 async def create_placement(body: PlacementIn, runtime: RuntimeDep, caller: CallerDep) -> Response:
+    return await place(runtime, caller, body)
+
+
+async def place(runtime: Runtime, caller: Caller, body: PlacementIn) -> Response:
+    """POST /v1/placements once its body is read (here and in api/hot_routes.py)."""
     body = body.model_copy(update={"namespace": body.namespace or caller.namespace or "default"})
     caller.require_namespace(str(body.namespace))
     try:
@@ -135,7 +140,12 @@ async def list_placements(
 )
 async def release_placement(placement_id: UUID, runtime: RuntimeDep, caller: CallerDep) -> Response:
     """Free the placement's GPUs. Releasing an ended placement returns it unchanged."""
-    return placement_json(await runtime.service.release(str(placement_id), caller.scope()))
+    return await release(runtime, caller, str(placement_id))
+
+
+async def release(runtime: Runtime, caller: Caller, placement_id: str) -> Response:
+    """DELETE /v1/placements/{placement_id} (here and in api/hot_routes.py)."""
+    return placement_json(await runtime.service.release(placement_id, caller.scope()))
 
 
 @router.post(

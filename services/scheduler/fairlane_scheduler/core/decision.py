@@ -1,7 +1,8 @@
 """One placement decision on the in-memory view (pure): the request's quota on what the
-ledger holds, the choice of GPUs on the fleet view, a free MASTER_PORT on the master
-node, and the placement assembled from them. The caller reserves it in the ledger in
-the same step (no await between), so concurrent requests never choose the same GPUs."""
+ledger holds, the choice of GPUs on the fleet view (read from its per-node summaries), a
+free MASTER_PORT on the master node, and the placement assembled from them. The caller
+reserves it in the ledger in the same step (no await between), so concurrent requests
+never choose the same GPUs."""
 
 from __future__ import annotations
 
@@ -11,18 +12,26 @@ from dataclasses import replace
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.ledger import Ledger
 from fairlane_scheduler.core.master_port import PortRange, next_free_port
+from fairlane_scheduler.core.node_summary import NodeSummaries
 from fairlane_scheduler.core.placement import JobShape, NoPlacement, PlacementPolicy, choose
+from fairlane_scheduler.core.placement_summary import choose_on_summaries
 from fairlane_scheduler.core.placements import Placement, PlacementRequest, assemble
 from fairlane_scheduler.core.quota import Quota, QuotaVerdict, models_within_quota
 from fairlane_scheduler.errors import NoCapacityError, QuotaExceededError
 
-__all__ = ["decide"]
+__all__ = ["SUMMARIES_FROM_NODES", "decide"]
+
+#: Below this many nodes the full scan is cheaper than refreshing the summaries of the
+#: nodes that changed (same decision; 0.11 vs 0.25 ms at 125 nodes, 2.0 vs 0.65 ms at
+#: 12,500, with 16 placements' holds changing between two decisions).
+SUMMARIES_FROM_NODES = 512
 
 
 def decide(
     request: PlacementRequest,
     *,
     fleet: FleetView,
+    summaries: NodeSummaries,
     ledger: Ledger,
     quota: Quota | None,
     policy: PlacementPolicy,
@@ -41,7 +50,10 @@ def decide(
     )
     if quota is not None:
         shape = replace(shape, models=_allowed_models(request, shape, quota, ledger, fleet))
-    choice = choose(fleet, shape, policy, fleet.held_rows(), now_ms)
+    if len(fleet.nodes) >= SUMMARIES_FROM_NODES:
+        choice = choose_on_summaries(fleet, summaries, shape, policy, now_ms)
+    else:
+        choice = choose(fleet, shape, policy, fleet.held_rows(), now_ms)
     if isinstance(choice, NoPlacement):
         raise NoCapacityError(choice.summary(), choice.reasons)
     master = choice.nodes[0].node

@@ -81,14 +81,18 @@ def row_states(
 class NodeSummaries:
     """Per fleet node id: its rows (a matrix padded with -1, rebuilt only when GPUs
     appear or move), and for the policy of the last :meth:`refresh` its GPUs in each
-    state, its qualifying GPUs' capacities best first (-inf padding), its GPUs with a
-    score above 0, its size, model and memory range. One more row at the end, id
-    :attr:`unknown`, is a node without GPUs: the one names Fairlane has no scores for get."""
+    state, its qualifying GPUs' capacities best first (-inf padding), the same GPUs' rows
+    best score first (then GPU index; -1 padding: the placement's order within a node,
+    core/placement_summary.py; slot x node, as a decision reads its first slots of many
+    nodes), its GPUs with a score above 0, its size, model and memory range. One more row
+    at the end, id :attr:`unknown`, is a node without GPUs: the one names Fairlane has no
+    scores for get."""
 
     def __init__(self) -> None:
         self._layout = -1
         self._policy: PlacementPolicy | None = None
         self._cordoned: frozenset[str] | None = None
+        self._now_ms = -1
         self.rows: npt.NDArray[np.intp] = np.full((0, 1), -1, dtype=np.intp)
         self.ids: dict[str, int] = {}
         self._empty(0)
@@ -101,6 +105,7 @@ class NodeSummaries:
         self.cordoned = np.zeros(width, dtype=bool)
         self.counts = np.zeros((width, len(_SUMMED)), dtype=np.int64)
         self.capacity = np.full((width, slots), -np.inf)
+        self.ranked = np.full((slots, width), -1, dtype=np.intp)
         self.healthy = np.zeros(width, dtype=np.int64)
         self.size = np.zeros(width, dtype=np.int64)
         self.model = np.full(width, -1, dtype=np.int64)
@@ -114,7 +119,10 @@ class NodeSummaries:
 
     def refresh(self, fleet: FleetView, policy: PlacementPolicy, now_ms: int) -> None:
         width = len(fleet.nodes)
+        # A clock that went back could make a GPU judged stale fresh again, unseen.
         everything = fleet.layout != self._layout or policy != self._policy
+        everything |= now_ms < self._now_ms
+        self._now_ms = now_ms
         if everything:
             self._relayout(fleet)
             self._policy = policy
@@ -154,8 +162,12 @@ class NodeSummaries:
         present = state >= 0
         safe = np.where(present, rows, 0)
         self.counts[nodes] = np.stack([(state == s).sum(axis=1) for s in _SUMMED], axis=1)
-        free = np.where(state == FREE, fleet.capacity[safe], -np.inf)
+        qualifies = state == FREE
+        free = np.where(qualifies, fleet.capacity[safe], -np.inf)
         self.capacity[nodes] = -np.sort(-free, axis=1)
+        order = np.lexsort((fleet.index[safe], -fleet.score[safe], ~qualifies))
+        ranked = np.where(qualifies, rows, -1)
+        self.ranked[:, nodes] = np.take_along_axis(ranked, order, axis=1).T
         self.healthy[nodes] = (present & (fleet.score[safe] > 0)).sum(axis=1)
         self.size[nodes] = present.sum(axis=1)
         model = fleet.model[safe]

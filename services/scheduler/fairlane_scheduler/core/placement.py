@@ -25,12 +25,14 @@ import numpy as np
 import numpy.typing as npt
 
 from fairlane_scheduler.core.fleet import FleetView
+from fairlane_scheduler.core.partial_sort import smallest_by
 
 __all__ = [
     "NOT_ENOUGH_ON_NODE",
     "Choice",
     "JobShape",
     "NoPlacement",
+    "NodeCandidates",
     "NodeChoice",
     "Packing",
     "PlacementPolicy",
@@ -38,6 +40,7 @@ __all__ = [
     "choose",
     "effective_capacity",
     "qualifying",
+    "rank_nodes",
     "rejection_masks",
 ]
 
@@ -90,6 +93,18 @@ class PlacementPolicy:
 class NodeChoice:
     node: str
     rows: tuple[int, ...]  # fleet rows, best score first
+
+
+@dataclass(frozen=True)
+class NodeCandidates:
+    """Nodes that can take the job's GPUs per node: their fleet node ids, their best
+    qualifying rows (nodes x per node, best score first), and the GPUs each holds
+    (``used``) of its ``size``."""
+
+    node_ids: npt.NDArray[np.intp]
+    top: npt.NDArray[np.intp]
+    used: npt.NDArray[np.int64]
+    size: npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)
@@ -189,14 +204,18 @@ def choose(
     return result
 
 
-def effective_capacity(fleet: FleetView, shape: JobShape) -> npt.NDArray[np.float64]:
-    """Every row's effective capacity for this job: score x the model's speed, the job's
+def effective_capacity(
+    fleet: FleetView, shape: JobShape, rows: npt.NDArray[np.intp]
+) -> npt.NDArray[np.float64]:
+    """These rows' effective capacity for this job: score x the model's speed, the job's
     own speeds when it gives them, else the catalogue's prior (the fleet's column)."""
-    n = len(fleet)
     if shape.model_speeds is None:
-        return fleet.capacity[:n]
-    speeds = np.array([shape.model_speeds.get(key, 0.0) for key in fleet.models] or [0.0])
-    capacity: npt.NDArray[np.float64] = fleet.score[:n] * speeds[fleet.model[:n]]
+        speeds = None
+    else:
+        speeds = np.array([shape.model_speeds.get(key, 0.0) for key in fleet.models] or [0.0])
+    capacity: npt.NDArray[np.float64] = (
+        fleet.capacity[rows] if speeds is None else fleet.score[rows] * speeds[fleet.model[rows]]
+    )
     return capacity
 
 
@@ -211,6 +230,32 @@ def _min_and_sum_by_row(
         np.minimum(low, column, out=low)
         total += column
     return low, total
+
+
+def rank_nodes(
+    fleet: FleetView,
+    shape: JobShape,
+    resolution: float,
+    candidates: NodeCandidates,
+) -> Choice:
+    """The gang of ``shape.nodes`` candidates the packing prefers (at least that many)."""
+    node_ids, top = candidates.node_ids, candidates.top
+    min_cap, total_cap = _min_and_sum_by_row(effective_capacity(fleet, shape, top))
+    name_rank = fleet.name_rank()[node_ids]
+    used, size = candidates.used, candidates.size
+    free = (size - used).astype(float)
+    if resolution > 0:
+        # Capacities inside one resolution step are equal; equally fast gangs are packed.
+        step = -np.floor(min_cap / resolution + 1e-9)
+        keys = {"fastest": (step, free), "binpack": (free, step), "spread": (used / size, step)}
+        order = smallest_by((*keys[shape.policy], name_rank), shape.nodes)
+    else:
+        by = {"fastest": -min_cap, "binpack": free, "spread": used / size}
+        order = smallest_by((by[shape.policy], -min_cap, -total_cap, name_rank), shape.nodes)
+    chosen = tuple(
+        NodeChoice(fleet.nodes[node_ids[i]], tuple(int(r) for r in top[i])) for i in order
+    )
+    return Choice(chosen, float(min_cap[order].min()))
 
 
 def _choose(
@@ -228,20 +273,6 @@ def _choose(
     if len(node_ids) < shape.nodes:
         wanted = f"{shape.nodes} node(s) with {per_node} qualifying GPUs each"
         return NoPlacement(dict(rejected), f"need {wanted}, found {len(node_ids)}")
-    min_cap, total_cap = _min_and_sum_by_row(effective_capacity(fleet, shape)[top])
-    name_rank = fleet.name_rank()[node_ids]
     size = np.bincount(fleet.node[:n], minlength=len(fleet.nodes))[node_ids]
     used = np.bincount(fleet.node[allocated_rows], minlength=len(fleet.nodes))[node_ids]
-    free = (size - used).astype(float)
-    if resolution > 0:
-        # Capacities inside one resolution step are equal; equally fast gangs are packed.
-        step = -np.floor(min_cap / resolution + 1e-9)
-        keys = {"fastest": (free, step), "binpack": (step, free), "spread": (step, used / size)}
-        order = np.lexsort((name_rank, *keys[shape.policy]))[: shape.nodes]
-    else:
-        by = {"fastest": -min_cap, "binpack": free, "spread": used / size}
-        order = np.lexsort((name_rank, -total_cap, -min_cap, by[shape.policy]))[: shape.nodes]
-    chosen = tuple(
-        NodeChoice(fleet.nodes[node_ids[i]], tuple(int(r) for r in top[i])) for i in order
-    )
-    return Choice(chosen, float(min_cap[order].min()))
+    return rank_nodes(fleet, shape, resolution, NodeCandidates(node_ids, top, used, size))
