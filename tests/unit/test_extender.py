@@ -81,6 +81,21 @@ async def test_a_pod_without_gpus_passes_every_node_it_was_given() -> None:
         assert "no Kubernetes API" in answer["Error"]
 
 
+async def test_node_names_that_are_not_strings_are_refused_naming_the_field() -> None:
+    app = FastAPI()
+    app.include_router(router)
+    app.state.runtime, app.state.extender = None, ExtenderState()
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        for names in (["a", 1], "a", [None]):
+            call = {"Pod": pod(["1"]), "NodeNames": names}
+            answer = await client.post("/v1/extender/filter", json=call)
+            assert answer.status_code == 422
+            assert answer.json()["detail"][0]["loc"] == ["body", "NodeNames"]
+        empty = await client.post("/v1/extender/filter", json={"Pod": pod([]), "NodeNames": []})
+        assert empty.json()["NodeNames"] == []
+
+
 @pytest.mark.parametrize(
     ("bad", "message"),
     [
