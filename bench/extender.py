@@ -11,7 +11,9 @@ the fleet from a rotating start (kube-scheduler's ``percentageOfNodesToScore`` w
 the names decoded from JSON (fresh strings, as the route gets them); after prioritize
 the pod is bound to its best node (the ``bindVerb``) and ends 100 calls later. Between
 calls 500 score records and a few placement holds arrive (nothing is served from a
-cache that live traffic would invalidate), outside the timing.
+cache that live traffic would invalidate), outside the timing; then the node summaries
+catch up on them, as the service's scores follower does after each batch of records
+(kube/wiring.py), timed apart and printed.
 
 1. In process: the filter's decision (core/extender.py) and the prioritize ranking of
    its survivors from it, as the routes do, on the live fleet view.
@@ -105,10 +107,14 @@ def in_process(
 ) -> dict[str, float]:
     summaries, ledger = NodeSummaries(), PodLedger()
     pods, bodies = Pods(ledger), candidates(nodes, args.nodes)
-    timings, reference, cpu, failed = [], [], [], []
+    timings, reference, cpu, failed, catch_up = [], [], [], [], []
     for _ in range(args.calls):
         now_ms += traffic.ms_per_call(RECORDS_BETWEEN_CALLS)
         traffic.step(fleet, RECORDS_BETWEEN_CALLS, now_ms)
+        start = time.perf_counter()
+        summaries.refresh(fleet, POLICY, now_ms)  # as the scores follower does per batch
+        catch_up.append(time.perf_counter() - start)
+        traffic.placements(fleet)  # not caught up: the filter's own refresh takes these
         body = next(bodies)
         call = orjson.loads(body)  # fresh strings, as the route gets them
         uid, names = call["Pod"]["metadata"]["uid"], call["NodeNames"]
@@ -141,6 +147,8 @@ def in_process(
         "ref_p99": percentile(reference, 99),
         "cpu_p50": percentile(cpu, 50),
         "cpu_p99": percentile(cpu, 99),
+        "catch_up_p50": percentile(catch_up, 50),
+        "catch_up_p99": percentile(catch_up, 99),
         "failed_min": min(failed),
         "failed_max": max(failed),
     }
@@ -173,7 +181,10 @@ def over_http(
     timings, reference = [], []
     with httpx.Client(base_url=f"http://127.0.0.1:{args.port}", headers=headers) as client:
         for _ in range(args.calls):
-            traffic.step(fleet, RECORDS_BETWEEN_CALLS, wall_ms())  # the server is idle now
+            now_ms = wall_ms()  # the server is idle now
+            traffic.step(fleet, RECORDS_BETWEEN_CALLS, now_ms)
+            state.summaries.refresh(fleet, POLICY, now_ms)  # the follower's catch-up
+            traffic.placements(fleet)
             body = next(bodies)
             start = time.perf_counter()
             filtered = client.post("/v1/extender/filter", content=body)
@@ -216,7 +227,9 @@ def main() -> None:
     http = over_http(fleet, traffic, nodes, args)
     print(
         f"{args.fleet} fleet: {local['failed_min']:.0f}-{local['failed_max']:.0f} of "
-        f"{args.nodes} candidates failed per call (in process)"
+        f"{args.nodes} candidates failed per call (in process); the summaries' catch-up "
+        f"after each {RECORDS_BETWEEN_CALLS} records (the follower's, not timed in the "
+        f"calls): p50 {local['catch_up_p50']:.2f} ms, p99 {local['catch_up_p99']:.2f} ms"
     )
     for label, r, target in (("in process", local, 5.0), ("over HTTP", http, 15.0)):
         print(

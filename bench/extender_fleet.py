@@ -85,7 +85,7 @@ class Traffic:
                     fleet.hold(f"GPU-{node * GPUS_PER_NODE + slot:06d}")
 
     def step(self, fleet: FleetView, records: int, now_ms: int) -> None:
-        """What arrives between two calls: ``records`` score records, a few holds."""
+        """The score records that arrive between two calls."""
         if self.kind == "meltdown":
             for i in self.rng.integers(0, self.gpus, records).tolist():
                 fleet.apply(self.record(i, now_ms))
@@ -97,8 +97,12 @@ class Traffic:
         self._degraded[flips] = ~self._degraded[flips]
         for i in picked.tolist():
             fleet.apply(self.record(i, now_ms))
-        for i in self.rng.integers(0, self.gpus, 5).tolist():  # placements come and go
-            fleet.hold(f"GPU-{i:06d}", held=bool(self.rng.random() < 0.5))
+
+    def placements(self, fleet: FleetView) -> None:
+        """Fairlane's placements between two calls: a few GPUs taken or let go."""
+        if self.kind == "realistic":
+            for i in self.rng.integers(0, self.gpus, 5).tolist():
+                fleet.hold(f"GPU-{i:06d}", held=bool(self.rng.random() < 0.5))
 
     def record(self, i: int, ts_ms: int, *, score: float | None = None) -> GpuScore:
         if score is None:
