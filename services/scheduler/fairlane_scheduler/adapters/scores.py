@@ -106,7 +106,10 @@ class ScoresFollower:
                             "ignored bad score record at %s@%d: %s", tp, message.offset, exc
                         )
             if batches and self.after_batch is not None:
-                self.after_batch()
+                try:
+                    self.after_batch()
+                except Exception:  # the follower must outlive a bug in a listener
+                    log.exception("after-batch listener failed")
             for tp in list(self._pending):
                 if await consumer.position(tp) >= self._pending[tp]:
                     del self._pending[tp]
