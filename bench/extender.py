@@ -1,19 +1,33 @@
 """Extender benchmark (not a test): filter + prioritize for 5,000 candidate nodes of a
 100,000-GPU fleet (12,500 nodes of 8), as kube-scheduler calls them for every GPU pod.
 
+The fleet (bench/extender_fleet.py): ``--fleet realistic`` (default) is one in the
+states a large fleet is in on an ordinary day (degraded, cooling, hot, stale, cordoned
+and placement-held GPUs in stated proportions); ``--fleet meltdown`` is the worst case
+measured before (half of every record below the threshold, cooling never ends).
+
+Each call is one pod as kube-scheduler sends it: a new pod uid, the next 5,000 nodes of
+the fleet from a rotating start (kube-scheduler's ``percentageOfNodesToScore`` walk),
+the names decoded from JSON (fresh strings, as the route gets them); after prioritize
+the pod is bound to its best node (the ``bindVerb``) and ends 100 calls later. Between
+calls 500 score records and a few placement holds arrive (nothing is served from a
+cache that live traffic would invalidate), outside the timing; then the node summaries
+catch up on them, as the service's scores follower does after each batch of records
+(kube/wiring.py), timed apart and printed.
+
 1. In process: the filter's decision (core/extender.py) and the prioritize ranking of
-   its survivors from it, as the routes do, on the live fleet view, with 500
-   new score records applied between calls (a fleet that keeps changing, so nothing
-   is served from a cache that real traffic would invalidate).
-2. Over HTTP: the real routes under uvicorn on a loopback socket, the pod's JSON and
-   5,000 names in the body, one keep-alive client.
+   its survivors from it, as the routes do, on the live fleet view.
+2. Over HTTP: the real routes under uvicorn on a loopback socket, one keep-alive
+   client: the pod's JSON and 5,000 names to filter, then the survivors to prioritize
+   (as kube-scheduler sends them); the time between the two calls is the client's.
 
 Each figure is printed with the target (5 ms in process, 15 ms over HTTP) and as a
 ratio to a reference measured in the same run on the same machine: the in-process
 calls against parsing and writing their own bodies with orjson (the least any
-implementation must do), the HTTP calls against an endpoint that only echoes the body.
+implementation must do), the HTTP calls against an endpoint that only echoes the same
+two bodies.
 
-    .venv/bin/python -m bench.extender [--calls 300] [--nodes 5000]
+    .venv/bin/python -m bench.extender [--calls 300] [--nodes 5000] [--fleet realistic]
 """
 
 from __future__ import annotations
@@ -21,6 +35,7 @@ from __future__ import annotations
 import argparse
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,43 +45,54 @@ import orjson
 import uvicorn
 from fastapi import FastAPI, Request, Response
 
-from fairlane_events.records import GpuScore
+from bench.extender_fleet import FLEETS, Traffic
 from fairlane_scheduler.api.extender import ExtenderState, router
+from fairlane_scheduler.clock import now_ms as wall_ms
 from fairlane_scheduler.core.extender import judge_nodes
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.node_summary import NodeSummaries
 from fairlane_scheduler.core.placement import JobShape, PlacementPolicy
-from fairlane_scheduler.core.pod_ledger import PodLedger
+from fairlane_scheduler.core.pod_ledger import PodGpus, PodLedger
 
-GPUS_PER_NODE = 8
-PORT = 28731  # loopback, below the ephemeral range
-MODELS = ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB")
-POD = {
-    "metadata": {"name": "train-0", "namespace": "team", "uid": "bench"},
-    "spec": {"containers": [{"name": "m", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
-}
+RECORDS_BETWEEN_CALLS = 500
+POD_LIFETIME_CALLS = 100  # a pod ends this many pods after it was bound
+POLICY = PlacementPolicy()  # the service's defaults: threshold 0.65, stale after 180 s
 
 
-def record(rng: np.random.Generator, i: int, ts_ms: int) -> GpuScore:
-    score = float(rng.uniform(0.3, 1.0))
-    return GpuScore(
-        node=f"node-{i // GPUS_PER_NODE:05d}",
-        uuid=f"GPU-{i:06d}",
-        index=i % GPUS_PER_NODE,
-        model=MODELS[(i // GPUS_PER_NODE) % 2],
-        score=score,
-        speed=2.0,
-        effective_capacity=2 * score,
-        components={},
-        samples_in_window=5,
-        stale=False,
-        mem_total_bytes=80 * 1024**3,
-        ts_ms=ts_ms,
-    )
+def pod(c: int) -> dict[str, Any]:
+    limits = {"nvidia.com/gpu": "2"}
+    return {
+        "metadata": {"name": f"train-{c}", "namespace": "team", "uid": f"bench-{c}"},
+        "spec": {"containers": [{"name": "m", "resources": {"limits": limits}}]},
+    }
 
 
 def percentile(values: list[float], p: float) -> float:
     return float(np.percentile(np.array(values) * 1000, p))
+
+
+def candidates(nodes: list[str], count: int) -> Iterator[bytes]:
+    """Each call's body: the next ``count`` nodes from where the last call stopped."""
+    start, c = 0, 0
+    while True:
+        window = [nodes[(start + k) % len(nodes)] for k in range(count)]
+        yield orjson.dumps({"Pod": pod(c), "NodeNames": window})
+        start, c = (start + count) % len(nodes), c + 1
+
+
+class Pods:
+    """The pods bound so far: each bound to its best node, ended after a while."""
+
+    def __init__(self, ledger: PodLedger) -> None:
+        self.ledger = ledger
+        self._bound: list[str] = []
+
+    def bind(self, uid: str, names: list[str], scores: list[int]) -> None:
+        if scores:
+            self.ledger.bind(uid, names[int(np.argmax(scores))], PodGpus(2))
+            self._bound.append(uid)
+        if len(self._bound) > POD_LIFETIME_CALLS:
+            self.ledger.release(self._bound.pop(0))
 
 
 @dataclass
@@ -76,31 +102,41 @@ class _Live:  # what the routes read of the scheduler's runtime
     live_gpus: Any
 
 
-def in_process(fleet: FleetView, names: list[str], calls: int, now_ms: int) -> dict[str, float]:
-    rng = np.random.default_rng(1)
-    policy, summaries, ledger = PlacementPolicy(stale_after_s=1e9), NodeSummaries(), PodLedger()
-    body = orjson.dumps({"Pod": POD, "NodeNames": names})
-    timings, reference, cpu = [], [], []
-    for c in range(calls):
-        for i in rng.integers(0, len(fleet), 500):
-            fleet.apply(record(rng, int(i), now_ms + c))
+def in_process(
+    fleet: FleetView, traffic: Traffic, nodes: list[str], args: argparse.Namespace, now_ms: int
+) -> dict[str, float]:
+    summaries, ledger = NodeSummaries(), PodLedger()
+    pods, bodies = Pods(ledger), candidates(nodes, args.nodes)
+    timings, reference, cpu, failed, catch_up = [], [], [], [], []
+    for _ in range(args.calls):
+        now_ms += traffic.ms_per_call(RECORDS_BETWEEN_CALLS)
+        traffic.step(fleet, RECORDS_BETWEEN_CALLS, now_ms)
+        start = time.perf_counter()
+        summaries.refresh(fleet, POLICY, now_ms)  # as the scores follower does per batch
+        catch_up.append(time.perf_counter() - start)
+        traffic.placements(fleet)  # not caught up: the filter's own refresh takes these
+        body = next(bodies)
+        call = orjson.loads(body)  # fresh strings, as the route gets them
+        uid, names = call["Pod"]["metadata"]["uid"], call["NodeNames"]
         start, cpu_start = time.perf_counter(), time.process_time()
-        held = ledger.held(fleet.node_id, len(fleet.nodes), now_ms, exclude="bench")
+        held = ledger.held(fleet.node_id, len(fleet.nodes), now_ms, exclude=uid)
         verdicts = judge_nodes(  # filter
             fleet,
             summaries,
             shape=JobShape(2),
-            policy=policy,
+            policy=POLICY,
             held=held,
-            now_ms=now_ms + c,
+            now_ms=now_ms,
             node_names=names,
         )
         passed = verdicts.passed()
         verdicts.failed()
         verdicts.unresolvable_nodes()
-        verdicts.priorities(passed)  # prioritize: the survivors, ranked from the filter
+        scores = verdicts.priorities(passed)  # prioritize: the survivors, ranked from the filter
         timings.append(time.perf_counter() - start)
         cpu.append(time.process_time() - cpu_start)
+        failed.append(len(names) - len(passed))
+        pods.bind(uid, passed, scores)
         start = time.perf_counter()
         for _ in ("filter", "prioritize"):
             orjson.dumps({"NodeNames": orjson.loads(body)["NodeNames"], "FailedNodes": {}})
@@ -111,16 +147,18 @@ def in_process(fleet: FleetView, names: list[str], calls: int, now_ms: int) -> d
         "ref_p99": percentile(reference, 99),
         "cpu_p50": percentile(cpu, 50),
         "cpu_p99": percentile(cpu, 99),
+        "catch_up_p50": percentile(catch_up, 50),
+        "catch_up_p99": percentile(catch_up, 99),
+        "failed_min": min(failed),
+        "failed_max": max(failed),
     }
 
 
-def serve(fleet: FleetView, port: int) -> uvicorn.Server:
+def serve(fleet: FleetView, port: int) -> tuple[uvicorn.Server, ExtenderState]:
     app = FastAPI()
     app.include_router(router)
-    app.state.runtime = _Live(
-        fleet, PlacementPolicy(stale_after_s=1e9), type("L", (), {"current": frozenset()})
-    )
-    app.state.extender = ExtenderState()
+    app.state.runtime = _Live(fleet, POLICY, type("L", (), {"current": frozenset()}))
+    app.state.extender = state = ExtenderState()
 
     @app.post("/echo")
     async def echo(request: Request) -> Response:
@@ -130,23 +168,39 @@ def serve(fleet: FleetView, port: int) -> uvicorn.Server:
     threading.Thread(target=server.run, daemon=True).start()
     while not server.started:
         time.sleep(0.05)
-    return server
+    return server, state
 
 
-def over_http(fleet: FleetView, names: list[str], calls: int) -> dict[str, float]:
-    server = serve(fleet, port=PORT)
-    body = orjson.dumps({"Pod": POD, "NodeNames": names})
+def over_http(
+    fleet: FleetView, traffic: Traffic, nodes: list[str], args: argparse.Namespace
+) -> dict[str, float]:
+    """The routes' own clock is the wall clock, so records are stamped with it."""
+    server, state = serve(fleet, port=args.port)
+    pods, bodies = Pods(state.ledger), candidates(nodes, args.nodes)
     headers = {"Content-Type": "application/json"}
     timings, reference = [], []
-    with httpx.Client(base_url=f"http://127.0.0.1:{PORT}", headers=headers) as client:
-        for _ in range(calls):
+    with httpx.Client(base_url=f"http://127.0.0.1:{args.port}", headers=headers) as client:
+        for _ in range(args.calls):
+            now_ms = wall_ms()  # the server is idle now
+            traffic.step(fleet, RECORDS_BETWEEN_CALLS, now_ms)
+            state.summaries.refresh(fleet, POLICY, now_ms)  # the follower's catch-up
+            traffic.placements(fleet)
+            body = next(bodies)
             start = time.perf_counter()
-            assert client.post("/v1/extender/filter", content=body).status_code == 200
-            assert client.post("/v1/extender/prioritize", content=body).status_code == 200
-            timings.append(time.perf_counter() - start)
+            filtered = client.post("/v1/extender/filter", content=body)
+            took = time.perf_counter() - start
+            passed = orjson.loads(filtered.content)["NodeNames"]
+            call = orjson.loads(body)
+            survivors = orjson.dumps({"Pod": call["Pod"], "NodeNames": passed})
+            start = time.perf_counter()
+            ranked = client.post("/v1/extender/prioritize", content=survivors)
+            timings.append(took + time.perf_counter() - start)
+            assert filtered.status_code == ranked.status_code == 200
+            scores = [h["Score"] for h in orjson.loads(ranked.content)]
+            pods.bind(call["Pod"]["metadata"]["uid"], passed, scores)
             start = time.perf_counter()
             client.post("/echo", content=body)
-            client.post("/echo", content=body)
+            client.post("/echo", content=survivors)
             reference.append(time.perf_counter() - start)
     server.should_exit = True
     return {
@@ -161,14 +215,22 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=100_000)
     parser.add_argument("--nodes", type=int, default=5000, help="candidates per call")
     parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--fleet", choices=FLEETS, default="realistic")
+    parser.add_argument("--port", type=int, default=28731, help="loopback, for the HTTP part")
     args = parser.parse_args()
-    rng, now_ms = np.random.default_rng(0), int(time.time() * 1000)
+    now_ms = int(time.time() * 1000)
+    traffic = Traffic(args.fleet, args.gpus, np.random.default_rng(0))
     fleet = FleetView(capacity=args.gpus)
-    for i in range(args.gpus):
-        fleet.apply(record(rng, i, now_ms))
-    names = sorted(fleet.nodes)[: args.nodes]
-    local = in_process(fleet, names, args.calls, now_ms)
-    http = over_http(fleet, names, args.calls)
+    traffic.load(fleet, now_ms)
+    nodes = list(fleet.nodes)
+    local = in_process(fleet, traffic, nodes, args, now_ms)
+    http = over_http(fleet, traffic, nodes, args)
+    print(
+        f"{args.fleet} fleet: {local['failed_min']:.0f}-{local['failed_max']:.0f} of "
+        f"{args.nodes} candidates failed per call (in process); the summaries' catch-up "
+        f"after each {RECORDS_BETWEEN_CALLS} records (the follower's, not timed in the "
+        f"calls): p50 {local['catch_up_p50']:.2f} ms, p99 {local['catch_up_p99']:.2f} ms"
+    )
     for label, r, target in (("in process", local, 5.0), ("over HTTP", http, 15.0)):
         print(
             f"extender filter+prioritize, {args.nodes} nodes of a {args.gpus:,}-GPU fleet, "

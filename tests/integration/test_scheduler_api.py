@@ -18,6 +18,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from fairlane_events.codec import decode, encode
 from fairlane_events.records import PlacementEvent
 from fairlane_events.topics import GPU_SCORES, PLACEMENTS, STREAM_PARTITIONS
+from fairlane_scheduler.core.node_summary import FREE
 from fairlane_scheduler.settings import SchedulerSettings
 from tests.factories import GIB, gpu_score
 from tests.scheduler_harness import running_scheduler, wait_for_node
@@ -196,6 +197,25 @@ async def test_bad_ids_and_bodies_are_422_and_unknown_ids_404(
     truthy = await client.post("/v1/placements", json={"job_id": "z", "gpus_per_node": True})
     assert truthy.status_code == 422
     assert truthy.json()["detail"][0]["loc"] == ["body", "gpus_per_node"]
+
+
+async def test_the_extenders_node_summaries_follow_the_scores_without_a_call(
+    kafka_bootstrap: str, database_url: str, unique: str
+) -> None:
+    """The follower brings them up to date after each batch, off the request path."""
+    node = f"summary-{unique}"
+    settings = SchedulerSettings(
+        kafka_bootstrap_servers=kafka_bootstrap, database_url=database_url, auth_disabled=True
+    )
+    async with running_scheduler(settings) as (_, app):
+        await publish_scores(kafka_bootstrap, node, [0.95, 0.9, 0.85, 0.5])
+        summaries = app.state.extender.summaries
+
+        async def summarised() -> bool:
+            at = summaries.ids.get(node)
+            return at is not None and int(summaries.tally[at, FREE]) == 3  # 0.5 is below
+
+        await wait_until(summarised)
 
 
 async def test_extender_speaks_the_kube_scheduler_json(api: tuple[httpx.AsyncClient, str]) -> None:

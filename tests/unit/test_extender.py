@@ -1,3 +1,4 @@
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -56,29 +57,49 @@ def test_a_pod_without_gpus_has_no_shape() -> None:
     assert pod_shape({"spec": {"containers": [{"name": "web", "resources": {}}]}}) is None
 
 
-async def test_a_pod_without_gpus_passes_every_node_it_was_given() -> None:
-    # No fleet view at all: a pod Fairlane has no opinion about never reaches it.
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    """The extender's routes with no fleet view at all."""
     app = FastAPI()
     app.include_router(router)
     app.state.runtime, app.state.extender = None, ExtenderState()
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-        names = {"Pod": pod([]), "NodeNames": ["a", "b"]}
-        answer = (await client.post("/v1/extender/filter", json=names)).json()
-        assert (answer["NodeNames"], answer["FailedNodes"], answer["Error"]) == (["a", "b"], {}, "")
-        assert answer["FailedAndUnresolvableNodes"] == {}
-        node_list = {"kind": "NodeList", "items": [{"metadata": {"name": "a"}}]}
-        whole = {"Pod": pod([]), "Nodes": node_list}
-        answer = (await client.post("/v1/extender/filter", json=whole)).json()
-        assert (answer["Nodes"], answer["NodeNames"], answer["Error"]) == (node_list, None, "")
-        ranked = (await client.post("/v1/extender/prioritize", json=names)).json()
-        assert ranked == [{"Host": "a", "Score": 0}, {"Host": "b", "Score": 0}]
-        bad = await client.post("/v1/extender/filter", json={"Pod": [], "NodeNames": []})
-        assert bad.status_code == 422
-        assert bad.json()["detail"][0]["loc"] == ["body", "Pod"]
-        unbound = {"PodName": "p", "PodNamespace": "n", "PodUID": "u", "Node": "a"}
-        answer = (await client.post("/v1/extender/bind", json=unbound)).json()
-        assert "no Kubernetes API" in answer["Error"]
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as answering:
+        yield answering
+
+
+async def test_a_pod_without_gpus_passes_every_node_it_was_given(
+    client: httpx.AsyncClient,
+) -> None:
+    # No fleet view at all: a pod Fairlane has no opinion about never reaches it.
+    names = {"Pod": pod([]), "NodeNames": ["a", "b"]}
+    answer = (await client.post("/v1/extender/filter", json=names)).json()
+    assert (answer["NodeNames"], answer["FailedNodes"], answer["Error"]) == (["a", "b"], {}, "")
+    assert answer["FailedAndUnresolvableNodes"] == {}
+    node_list = {"kind": "NodeList", "items": [{"metadata": {"name": "a"}}]}
+    whole = {"Pod": pod([]), "Nodes": node_list}
+    answer = (await client.post("/v1/extender/filter", json=whole)).json()
+    assert (answer["Nodes"], answer["NodeNames"], answer["Error"]) == (node_list, None, "")
+    ranked = (await client.post("/v1/extender/prioritize", json=names)).json()
+    assert ranked == [{"Host": "a", "Score": 0}, {"Host": "b", "Score": 0}]
+    bad = await client.post("/v1/extender/filter", json={"Pod": [], "NodeNames": []})
+    assert bad.status_code == 422
+    assert bad.json()["detail"][0]["loc"] == ["body", "Pod"]
+    unbound = {"PodName": "p", "PodNamespace": "n", "PodUID": "u", "Node": "a"}
+    answer = (await client.post("/v1/extender/bind", json=unbound)).json()
+    assert "no Kubernetes API" in answer["Error"]
+
+
+async def test_node_names_that_are_not_strings_are_refused_naming_the_field(
+    client: httpx.AsyncClient,
+) -> None:
+    for names in (["a", 1], "a", [None]):
+        call = {"Pod": pod(["1"]), "NodeNames": names}
+        answer = await client.post("/v1/extender/filter", json=call)
+        assert answer.status_code == 422
+        assert answer.json()["detail"][0]["loc"] == ["body", "NodeNames"]
+    empty = await client.post("/v1/extender/filter", json={"Pod": pod([]), "NodeNames": []})
+    assert empty.json()["NodeNames"] == []
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -72,6 +73,9 @@ class ScoresFollower:
         self._task: asyncio.Task[None] | None = None
         self._pending: dict[TopicPartition, int] = {}  # end offsets still to reach
         self.rejected = 0
+        #: Called after each batch of records is applied: the extender's node summaries
+        #: catch up here, off the request path (kube/wiring.py).
+        self.after_batch: Callable[[], None] | None = None
 
     @property
     def caught_up(self) -> bool:
@@ -101,6 +105,11 @@ class ScoresFollower:
                         log.warning(
                             "ignored bad score record at %s@%d: %s", tp, message.offset, exc
                         )
+            if batches and self.after_batch is not None:
+                try:
+                    self.after_batch()
+                except Exception:  # the follower must outlive a bug in a listener
+                    log.exception("after-batch listener failed")
             for tp in list(self._pending):
                 if await consumer.position(tp) >= self._pending[tp]:
                     del self._pending[tp]

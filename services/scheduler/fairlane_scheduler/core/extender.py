@@ -3,10 +3,10 @@ why the others cannot, and how the fitting ones rank.
 
 kube-scheduler asks once per GPU pod, with up to thousands of node names, inside a 5 s
 budget shared with everything else it does; so a decision reads the per-node summaries
-(core/node_summary.py: qualifying GPUs and their capacities, kept current as records
-come), a few numbers per candidate, and looks at single GPUs only of the nodes it must
-explain or whose GPUs differ in a model or size the pod asks about (docs/benchmarks.md,
-Extender).
+(core/node_summary.py: qualifying GPUs and their capacities, GPUs per state, kept
+current as records come), a few numbers per candidate, explains a failed node from those
+numbers too, and looks at single GPUs only of nodes whose GPUs differ in a model or size
+the pod asks about (docs/benchmarks.md, Extender).
 
 A GPU *qualifies* for the pod as the placement filter says (core/placement.py): free,
 not cordoned, fresh, of an allowed model and size, at or above the threshold, not
@@ -32,7 +32,15 @@ import numpy.typing as npt
 
 from fairlane_scheduler.core.extender_reasons import explain as explain_reasons
 from fairlane_scheduler.core.fleet import FleetView
-from fairlane_scheduler.core.node_summary import FREE, STATIC, NodeSummaries, row_states
+from fairlane_scheduler.core.node_summary import (
+    FREE,
+    HEALTHY,
+    STATIC,
+    NodeSummaries,
+    no_tally,
+    row_states,
+    state_tally,
+)
 from fairlane_scheduler.core.placement import JobShape, PlacementPolicy
 from fairlane_scheduler.core.verdicts import MAX_PRIORITY, Verdicts
 
@@ -108,56 +116,55 @@ def judge_nodes(
     want = shape.gpus_per_node
     at = summaries.node_ids(node_names)
     known = at != summaries.unknown
-    qualifying = summaries.counts[at, FREE]
-    usable = summaries.size[at]
-    healthy = summaries.healthy[at]
-    capacity = summaries.capacity[at]
+    tally = summaries.tally.take(at, axis=0)  # take: a third of fancy indexing's time
+    usable = summaries.size.take(at)  # of an allowed model and size
+    mixed_capacity = None
     if shape.models is not None or shape.min_gpu_memory_gib is not None:
         none_ok, mixed = _static_nodes(fleet, summaries, shape, at)
-        qualifying[none_ok] = usable[none_ok] = healthy[none_ok] = 0
+        if len(n := np.flatnonzero(none_ok)):
+            tally[n] = no_tally(len(n))
+            tally[n, STATIC], usable[n] = usable[n], 0
         if len(m := np.flatnonzero(mixed)):
             state, rows = _gpu_states(fleet, summaries, policy, shape, at[m], now_ms=now_ms)
-            ok = state == FREE
-            qualifying[m] = ok.sum(axis=1)
-            good = (state >= 0) & (state != STATIC)
-            usable[m] = good.sum(axis=1)
-            healthy[m] = (good & (fleet.score[np.where(rows >= 0, rows, 0)] > 0)).sum(axis=1)
-            free_cap = np.where(ok, fleet.capacity[np.where(rows >= 0, rows, 0)], -np.inf)
-            capacity[m] = -np.sort(-free_cap, axis=1)
+            tally[m] = state_tally(fleet, state, rows)
+            usable[m] = tally[m, :STATIC].sum(axis=1)
+            safe = np.where(rows >= 0, rows, 0)
+            free_cap = np.where(state == FREE, fleet.capacity[safe], -np.inf)
+            mixed_capacity = (m, -np.sort(-free_cap, axis=1))
     taken = np.zeros(len(at), dtype=np.int64)
     if held is not None:
         taken[known] = held[at[known]]
-    free = qualifying - taken
+    free = tally[:, FREE] - taken
     fits = known & (free >= want)
-    pick = np.clip(taken + want - 1, 0, capacity.shape[1] - 1)  # worst case: pods took the best
-    min_capacity = np.where(fits, capacity[np.arange(len(at)), pick], 0.0)
-    unresolvable = ~known | (usable < want) | (healthy < want)
-    reasons: dict[str, str] = {}
+    # Worst case: the pods took the best; a node offers its next qualifying GPUs.
+    pick = np.clip(taken + want - 1, 0, summaries.capacity.shape[1] - 1)
+    offered = summaries.capacity[at, pick]
+    if mixed_capacity is not None:
+        m, capacity = mixed_capacity
+        offered[m] = capacity[np.arange(len(m)), pick[m]]
+    min_capacity = np.where(fits, offered, 0.0)
+    unresolvable = ~known | (usable < want) | (tally[:, HEALTHY] < want)
+    alone, why = fits, None
     if gang is not None:
-        fits = _gang(
-            fits,
-            members=free // max(want, 1),
-            min_capacity=min_capacity,
-            gang=gang,
-            reasons=reasons,
-            names=node_names,
-        )
+        fits, why = _gang(fits, members=free // max(want, 1), min_capacity=min_capacity, gang=gang)
     unresolvable &= ~fits
-    if explain and len(bad := np.flatnonzero(~fits)):
-        state, rows = _gpu_states(fleet, summaries, policy, shape, at[bad], now_ms=now_ms)
-        explain_reasons(
-            fleet,
-            policy.threshold,
-            want=want,
-            names=[node_names[i] for i in bad.tolist()],
-            known=known[bad],
-            state=state,
-            rows=rows,
-            taken=taken[bad],
-            reasons=reasons,
-        )
     ids = np.where(known, at, -1)
-    return Verdicts(node_names, fits, unresolvable, min_capacity, ids, reasons)
+    verdicts = Verdicts(node_names, fits, unresolvable, min_capacity, ids)
+    if explain and len(bad := np.flatnonzero(~fits)):
+        texts = explain_reasons(
+            tally.take(bad, axis=0),
+            known=known[bad],
+            usable=usable[bad],
+            taken=taken[bad],
+            want=want,
+            threshold=policy.threshold,
+            window_ms=round(fleet.stability.window_s * 1000),
+        )
+        if why is not None:  # the gang's reason: why a node that fits is not chosen
+            chosen_alone = alone[bad].tolist()
+            texts = [why if fit else text for text, fit in zip(texts, chosen_alone, strict=True)]
+        verdicts.explain(bad, texts)
+    return verdicts
 
 
 def _gang(
@@ -166,22 +173,18 @@ def _gang(
     members: npt.NDArray[np.int64],
     min_capacity: npt.NDArray[np.float64],
     gang: GangAsk,
-    reasons: dict[str, str],
-    names: Sequence[str],
-) -> npt.NDArray[np.bool_]:
-    """Only the fastest nodes that together fit the rest of the gang."""
+) -> tuple[npt.NDArray[np.bool_], str]:
+    """Only the fastest nodes that together fit the rest of the gang; and the reason of
+    those that fit alone but are not chosen."""
     members = np.where(fits, np.minimum(members, gang.pods), 0)
     if int(members.sum()) < gang.pods:
         why = (
             f"gang {gang.name}: {gang.pods} pod(s) still to place, these nodes fit {members.sum()}"
         )
-        reasons.update({names[i]: why for i in np.flatnonzero(fits)})
-        return np.zeros_like(fits)
+        return np.zeros_like(fits), why
     order = np.lexsort((np.arange(len(fits)), -min_capacity))
     order = order[fits[order]]
     enough = int(np.searchsorted(np.cumsum(members[order]), gang.pods)) + 1
     chosen = np.zeros_like(fits)
     chosen[order[:enough]] = True
-    why = f"gang {gang.name}: faster nodes fit its remaining {gang.pods} pod(s)"
-    reasons.update({names[i]: why for i in np.flatnonzero(fits & ~chosen)})
-    return chosen
+    return chosen, f"gang {gang.name}: faster nodes fit its remaining {gang.pods} pod(s)"

@@ -47,7 +47,7 @@ def choose_on_summaries(
     (refreshed first; keep one per policy, as they follow one policy at a time)."""
     summaries.refresh(fleet, policy, now_ms)
     width, per_node = len(fleet.nodes), shape.gpus_per_node
-    count = summaries.counts[:width, FREE]
+    count = summaries.tally[:width, FREE]
     mixed = np.zeros(0, dtype=np.intp)
     if shape.models is not None or shape.min_gpu_memory_gib is not None:
         count, mixed, mixed_ranked = _admitted(fleet, summaries, shape, count)
@@ -59,7 +59,7 @@ def choose_on_summaries(
         at = np.searchsorted(node_ids, mixed)
         fits = (at < len(node_ids)) & (node_ids[np.minimum(at, len(node_ids) - 1)] == mixed)
         top[at[fits]] = mixed_ranked[fits, :per_node]
-    used = summaries.counts[:, ALLOCATED].take(node_ids)
+    used = summaries.tally[:, ALLOCATED].take(node_ids)
     candidates = NodeCandidates(node_ids, top, used, summaries.size.take(node_ids))
     return rank_nodes(fleet, shape, policy.capacity_resolution, candidates)
 

@@ -18,15 +18,33 @@ MAX_PRIORITY = 10  # k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority
 
 @dataclass(frozen=True)
 class Verdicts:
-    """One answer for every candidate, in columns (same order as ``names``)."""
+    """One answer for every candidate, in columns (same order as ``names``); the
+    reasons of the nodes that do not fit once :meth:`explain` wrote them."""
 
     names: Sequence[str]
     fits: npt.NDArray[np.bool_]
     unresolvable: npt.NDArray[np.bool_]
     min_capacity: npt.NDArray[np.float64]
     node_ids: npt.NDArray[np.intp]  # fleet node id, -1 when unknown
-    reasons: dict[str, str] = field(default_factory=dict)  # for every node that does not fit
+    _failed: dict[str, str] = field(default_factory=dict, repr=False)
+    _unresolvable: dict[str, str] = field(default_factory=dict, repr=False)
     _passed: list[str] | None = field(default=None, repr=False, compare=False)
+
+    def explain(self, nodes: npt.NDArray[np.intp], texts: list[str]) -> None:
+        """The reason of each of ``nodes`` (candidate indices, ascending), written
+        straight into the two answers kube-scheduler reads."""
+        lost = self.unresolvable[nodes].tolist()
+        for target, mask, pick in (
+            (self._failed, ~self.fits & ~self.unresolvable, [not u for u in lost]),
+            (self._unresolvable, self.unresolvable, lost),
+        ):
+            names = itertools.compress(self.names, mask.tolist())
+            target.update(zip(names, itertools.compress(texts, pick), strict=True))
+
+    @property
+    def reasons(self) -> dict[str, str]:
+        """Every node that does not fit, by name."""
+        return self._failed | self._unresolvable
 
     def passed(self) -> list[str]:
         if self._passed is None:
@@ -36,13 +54,12 @@ class Verdicts:
         return self._passed  # type: ignore[return-value]
 
     def failed(self) -> dict[str, str]:
-        bad = ~self.fits & ~self.unresolvable
-        return {self.names[i]: self.reasons[self.names[i]] for i in np.flatnonzero(bad)}
+        """Nodes that do not fit now, with their reasons (the caller must not change it)."""
+        return self._failed
 
     def unresolvable_nodes(self) -> dict[str, str]:
-        return {
-            self.names[i]: self.reasons[self.names[i]] for i in np.flatnonzero(self.unresolvable)
-        }
+        """Nodes that cannot fit whatever happens (preemption cannot help)."""
+        return self._unresolvable
 
     def priorities(self, names: Sequence[str] | None = None) -> list[int]:
         """0..10 per node: its offered worst-GPU capacity against the best node's; for

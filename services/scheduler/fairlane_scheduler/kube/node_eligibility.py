@@ -77,7 +77,7 @@ class EligibilityAnnotator:
         names = self._fleet.nodes[: summaries.unknown]
         # The extender's width, so both read the ledger's one cached array.
         held = self._ledger.held(self._fleet.node_id, len(self._fleet.nodes), now, exclude="")
-        counts = np.maximum(summaries.counts[: len(names), FREE] - held[: len(names)], 0)
+        counts = np.maximum(summaries.tally[: len(names), FREE] - held[: len(names)], 0)
         written = np.fromiter((self._written.get(n, -1) for n in names), np.int64, len(names))
         for i in np.flatnonzero(counts != written).tolist():
             name, count = names[i], int(counts[i])

@@ -17,6 +17,9 @@ from fairlane_events.topics import PLACEMENTS
 from fairlane_scheduler.api.deps import SchedulerMetrics
 from fairlane_scheduler.api.extender import ExtenderState
 from fairlane_scheduler.clock import now_ms
+from fairlane_scheduler.core.fleet import FleetView
+from fairlane_scheduler.core.node_summary import NodeSummaries
+from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.kube.client import KubeClient, KubeConfig
 from fairlane_scheduler.kube.device_taints import TaintController
 from fairlane_scheduler.kube.node_eligibility import EligibilityAnnotator
@@ -52,6 +55,10 @@ def kube_config(settings: SchedulerSettings) -> KubeConfig | None:
     return KubeConfig(settings.kube_api_url, settings.kube_token_file, settings.kube_ca_file)
 
 
+def _catch_up(summaries: NodeSummaries, fleet: FleetView, policy: PlacementPolicy) -> None:
+    summaries.refresh(fleet, policy, now_ms())
+
+
 @contextlib.asynccontextmanager
 async def kube_edges(
     settings: SchedulerSettings, app_state: Any, metrics: SchedulerMetrics
@@ -61,6 +68,12 @@ async def kube_edges(
     of eligible GPUs (kube-scheduler retries held-back pods when it changes), and (when
     enabled) the device-taint controller runs."""
     app_state.extender = state = ExtenderState()
+    runtime = app_state.runtime
+    # The node summaries catch up after each batch of score records, so a filter
+    # recomputes only what changed since (docs/benchmarks.md, Extender).
+    runtime.follower.after_batch = partial(
+        _catch_up, state.summaries, runtime.fleet, runtime.policy
+    )
     config = kube_config(settings)
     if config is None:
         yield state
@@ -69,7 +82,6 @@ async def kube_edges(
     watch = PodWatch(client, state.ledger, metrics.outage("pod watch", "kubernetes"))
     await watch.start()
     state.binder = partial(bind_pod, client)
-    runtime = app_state.runtime
     eligibility = EligibilityAnnotator(
         client,
         fleet=runtime.fleet,
