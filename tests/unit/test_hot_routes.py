@@ -41,6 +41,7 @@ REQUESTS: list[tuple[str, str, dict[str, str], Any]] = [
     ("POST", "/v1/placements", TEAM, {"job_id": "j4", "gpus_per_node": 1, "color": "red"}),
     ("POST", "/v1/placements", TEAM, b'{"job_id": "j5", "gpus_per_node": 1, "lease_s": -1}'),
     ("POST", "/v1/placements", TEAM, b'{"job_id": "j5", "gpus_per_node": '),  # not JSON
+    ("POST", "/v1/placements", TEAM, b'{"job_id": "j5", "gpus_per_node": 1, "lease_s": NaN}'),
     ("POST", "/v1/placements", TEAM, b""),
     (
         "POST",
@@ -127,3 +128,14 @@ async def test_the_lean_path_serves_place_and_release_without_the_routes() -> No
         assert (released.status_code, released.json()["state"]) == (200, "released")
         bad = await client.post("/v1/placements", json={"job_id": "x"}, headers=TEAM)
         assert bad.status_code == 404  # handed on: no route here to answer the 422
+
+
+async def test_a_non_finite_number_gets_a_422_naming_its_field() -> None:
+    transport = httpx.ASGITransport(app=_app(hot=True))
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        for value in (b"NaN", b"Infinity", b"-Infinity"):
+            body = b'{"job_id": "j", "gpus_per_node": 1, "lease_s": %s}' % value
+            json_type = {"Content-Type": "application/json", **TEAM}
+            answer = await client.post("/v1/placements", content=body, headers=json_type)
+            assert answer.status_code == 422, (value, answer.text)
+            assert [e["loc"] for e in answer.json()["detail"]] == [["body", "lease_s"]]

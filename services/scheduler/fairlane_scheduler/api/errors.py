@@ -9,7 +9,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import orjson
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
@@ -153,6 +156,15 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return await http_exception_handler(request, exc)
 
 
+async def _invalid_request(request: Request, exc: Exception) -> Response:
+    """FastAPI's 422, written by orjson: a body with NaN or Infinity (Python's JSON
+    reader takes them) echoes that value as ``input``, which FastAPI's own JSON writer
+    refuses, turning the 422 into a 500; orjson writes a non-finite number as null."""
+    assert isinstance(exc, RequestValidationError)
+    body = orjson.dumps({"detail": jsonable_encoder(exc.errors())})
+    return Response(body, status_code=422, media_type="application/json")
+
+
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return JSONResponse({"error": "internal_error", "detail": "see the server log"}, 500)
@@ -161,4 +173,5 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(SchedulerError, _scheduler_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(Exception, _unexpected)
