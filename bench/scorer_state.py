@@ -26,8 +26,7 @@ import orjson
 from bench.scorer_throughput import node_sample
 from fairlane_events.codec import decode, encode
 from fairlane_events.records import NodeSample
-from fairlane_scorer.core.node_rows import encode_node
-from fairlane_scorer.core.node_state import NodeState
+from fairlane_scorer.core.node_rows import NodeWindows, encode_node
 from fairlane_scorer.core.step import decode_batch, score_batch
 from fairlane_scoring.config import ScoreConfig
 
@@ -41,9 +40,9 @@ def _batches(records: list[bytes], batch: int) -> Iterator[list[NodeSample]]:
         yield decode_batch([(orjson.loads(r)["node"].encode(), r) for r in chunk])[0]
 
 
-def step_all(batches: Iterable[list[NodeSample]], config: ScoreConfig) -> dict[str, NodeState]:
+def step_all(batches: Iterable[list[NodeSample]], config: ScoreConfig) -> dict[str, NodeWindows]:
     """The pure step: score each batch, encode its changed rows."""
-    rows: dict[str, NodeState] = {}
+    rows: dict[str, NodeWindows] = {}
     for samples in batches:
         result = score_batch(samples, rows, {}, config)
         for node, row in result.rows.items():
@@ -52,7 +51,7 @@ def step_all(batches: Iterable[list[NodeSample]], config: ScoreConfig) -> dict[s
     return rows
 
 
-def update_all(records: list[bytes], config: ScoreConfig, batch: int) -> dict[str, NodeState]:
+def update_all(records: list[bytes], config: ScoreConfig, batch: int) -> dict[str, NodeWindows]:
     """What the worker does per batch: decode, score the batch, encode the changed rows."""
     return step_all(_batches(records, batch), config)
 

@@ -60,6 +60,8 @@ class ScoringAgents:
     unknown_models: set[str] = field(default_factory=set)
     announced_stale: set[str] = field(default_factory=set)  # lost on restart: re-sent once
     partition_of: dict[str, int] = field(default_factory=dict)  # node -> its partition
+    score_partition: dict[bytes, int] = field(default_factory=dict)  # GPU uuid -> its
+    # partition of the scores topic (the key's hash; the topic's partitions never change)
 
     def node_state(self, node: str) -> NodeState | None:
         stored = self.windows.data.get(node)
@@ -113,12 +115,11 @@ class ScoringAgents:
         if not model_speed(window.model)[1] and window.model not in self.unknown_models:
             self.unknown_models.add(window.model)
             log.warning("unknown GPU model %r: assuming the default speed", window.model)
-        await out.send(
-            self.scores.get_topic_name(),
-            uuid.encode(),
-            score_json(uuid, window, result),
-            timestamp=result.ts_ms / 1000,
-        )
+        topic, key = self.scores.get_topic_name(), uuid.encode()
+        partition = self.score_partition.get(key)
+        if partition is None:  # the producer's partitioner, once per GPU
+            partition = self.score_partition[key] = await out.partition_of(topic, key)
+        await out.publish(topic, partition, key, score_json(uuid, window, result), result.ts_ms)
         self.metrics.emitted.inc()
 
     async def on_placement(self, event: faust.EventT[Any], out: Deliveries) -> None:

@@ -14,7 +14,8 @@ with the reference's own functions; the parity test holds both equal to the refe
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 
@@ -32,13 +33,14 @@ from fairlane_scorer.core.vectors import (
     health_gates,
     instant_rows,
 )
-from fairlane_scorer.core.window import FloatArray, components_of
+from fairlane_scorer.core.window import FloatArray
 from fairlane_scoring.config import COMPONENTS, LOAD_COMPONENTS, ScoreConfig
-from fairlane_scoring.reference import ScoreResult, reported_components
+from fairlane_scoring.reference import ScoreResult
 
 __all__ = ["RoundResult", "advance_round"]
 
 _FIRST_LOAD = 1 + COMPONENTS.index(LOAD_COMPONENTS[0])  # its column in the recent rows
+_IS_LOAD = np.array([c in LOAD_COMPONENTS for c in COMPONENTS])
 
 
 @dataclass
@@ -117,13 +119,17 @@ def advance_round(
     out.states = list(states)
     out.accepted = list(compress(lanes.uuids, active.tolist()))
     due = np.flatnonzero(emit).tolist()
-    counted = (ts >= since)[due].tolist()
-    for j, labels, score, count, is_counted in zip(
-        due, lanes.labels(due), scores[due].tolist(), n[due].tolist(), counted, strict=True
+    counted = ts[due] >= since[due]
+    # reference.reported_components: the filtered components, load ones None when masked.
+    shown = np.where(counted[:, None] | ~_IS_LOAD, filtered[due], np.nan).tolist()
+    for j, labels, score, count, values in zip(
+        due, lanes.labels(due), scores[due].tolist(), n[due].tolist(), shown, strict=True
     ):
         result = ScoreResult(
             score=score,
-            components=_Reported(filtered[j], counted=is_counted),
+            components={
+                c: None if math.isnan(v) else v for c, v in zip(COMPONENTS, values, strict=True)
+            },
             samples_in_window=count,
             stale=False,  # scored at its own sample's time
             ts_ms=int(ts[j]),
@@ -189,28 +195,3 @@ class _States:
                 last_ecc=self._last_ecc[start:end].copy(),
                 emitted=self._emitted[start:end].copy(),
             )
-
-
-class _Reported(Mapping[str, float | None]):
-    """``reference.reported_components``, built only when read: most scores are not
-    published (``should_emit``), and the dict was a tenth of the step's time."""
-
-    __slots__ = ("_counted", "_filtered", "_made")
-
-    def __init__(self, filtered: FloatArray, counted: bool) -> None:
-        self._filtered, self._counted = filtered, counted
-        self._made: dict[str, float | None] | None = None
-
-    def _dict(self) -> dict[str, float | None]:
-        if self._made is None:
-            self._made = reported_components(components_of(self._filtered), counted=self._counted)
-        return self._made
-
-    def __getitem__(self, name: str) -> float | None:
-        return self._dict()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(COMPONENTS)
-
-    def __len__(self) -> int:
-        return len(COMPONENTS)
