@@ -211,6 +211,7 @@ async def latencies(
 def print_profile(path: Path) -> None:
     stats = pstats.Stats(str(path))
     stats.sort_stats("tottime").print_stats(15)
+    stats.sort_stats("cumulative").print_stats("fairlane_scorer", 15)  # the worker's own
 
 
 async def run(args: argparse.Namespace) -> None:

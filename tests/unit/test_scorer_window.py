@@ -2,9 +2,12 @@
 over random streams: tests/property/test_scorer_parity.py.)"""
 
 import math
+import struct
 from dataclasses import replace
 
 import numpy as np
+import orjson
+import pytest
 
 from fairlane_events.records import GpuSample
 from fairlane_scorer.core.node_rows import decode_node, encode_node
@@ -16,6 +19,7 @@ from fairlane_scorer.core.window import (
     score_window,
     should_emit,
 )
+from fairlane_scorer.errors import NodeRowFormatError
 from fairlane_scoring.config import ScoreConfig
 from tests.factories import gpu_sample
 
@@ -101,3 +105,51 @@ def test_overdue_after_stale_after() -> None:
     last = STEADY[-1][0]
     assert not is_overdue(stored, last + 90_000, CONFIG)
     assert is_overdue(stored, last + 90_001, CONFIG)
+
+
+def _format_1(windows: dict[str, GpuWindow]) -> bytes:
+    """A node row as the scorer wrote it before the columnar state (format 1)."""
+    header = {
+        "format": 1,
+        "gpus": [
+            {
+                "uuid": uuid,
+                "node": w.node,
+                "index": w.index,
+                "model": w.model,
+                "mem_total_bytes": w.mem_total_bytes,
+                "rows": len(w.kept),
+                "recent": [[row[0], row[1:]] for row in w.recent.tolist()],
+                "filtered": w.filtered,
+                "last_ecc": w.last_ecc,
+                "emitted_score": w.emitted_score,
+                "emitted_stale": w.emitted_stale,
+                "emitted_at_ms": w.emitted_at_ms,
+            }
+            for uuid, w in windows.items()
+        ],
+    }
+    encoded = orjson.dumps(header)
+    body = b"".join(w.kept.astype("<f8").tobytes() for w in windows.values())
+    return struct.pack(">I", len(encoded)) + encoded + body
+
+
+def test_rows_of_the_earlier_format_are_still_read() -> None:
+    first = stream([(T0, gpu_sample(sm_active=None)), *STEADY[1:]])
+    second = mark_emitted(stream(STEADY[:3]), score_window(first, T0, NEVER, CONFIG), T0)
+    old = _format_1({"GPU-1": first, "GPU-2": second})
+    assert decode_node(old).keys() == {"GPU-1", "GPU-2"}
+    for got, want in zip(decode_node(old).values(), (first, second), strict=True):
+        assert np.array_equal(got.kept, want.kept)
+        assert np.array_equal(got.recent, want.recent, equal_nan=True)
+        assert replace(got, kept=want.kept, recent=want.recent).__dict__ == want.__dict__
+    assert encode_node(decode_node(old)) == encode_node({"GPU-1": first, "GPU-2": second})
+
+
+def test_a_row_in_an_unknown_format_is_refused() -> None:
+    row = encode_node({"GPU-1": stream(STEADY)})
+    (length,) = struct.unpack_from(">I", row)
+    header = orjson.loads(row[4 : 4 + length])
+    changed = orjson.dumps({**header, "format": 99})
+    with pytest.raises(NodeRowFormatError):
+        decode_node(struct.pack(">I", len(changed)) + changed + row[4 + length :])

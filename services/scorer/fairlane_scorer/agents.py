@@ -24,10 +24,11 @@ from fairlane_events.codec import DecodeError, decode, encode
 from fairlane_events.dead_letter import dead_letter_for
 from fairlane_events.records import PlacementEvent
 from fairlane_scorer.core.allocations import allocations_of, apply_placement
-from fairlane_scorer.core.node_rows import NodeWindows, decode_node, encode_node
-from fairlane_scorer.core.records import model_speed, score_json
+from fairlane_scorer.core.node_rows import decode_node, encode_node
+from fairlane_scorer.core.node_state import NodeState, overdue
+from fairlane_scorer.core.records import Labelled, model_speed, score_json
 from fairlane_scorer.core.step import decode_batch, score_batch
-from fairlane_scorer.core.window import GpuWindow, is_overdue, score_window
+from fairlane_scorer.core.window import score_window
 from fairlane_scorer.delivery import Deliveries
 from fairlane_scorer.metrics import ScorerMetrics
 from fairlane_scoring.allocation import load_since_ms
@@ -52,22 +53,22 @@ class ScoringAgents:
     scores: faust.TopicT
     dead_letters: faust.TopicT
     by_node: faust.TopicT
-    # node -> its GPUs' windows: the decoded NodeWindows once this worker has read or
+    # node -> its GPUs' state: the decoded NodeState once this worker has read or
     # written the row, its encode_node() bytes as recovery left it until then. One copy.
     windows: Table
     allocations: Table  # node -> NodeAllocations
     unknown_models: set[str] = field(default_factory=set)
     announced_stale: set[str] = field(default_factory=set)  # lost on restart: re-sent once
     partition_of: dict[str, int] = field(default_factory=dict)  # node -> its partition
+    score_partition: dict[bytes, int] = field(default_factory=dict)  # GPU uuid -> its
+    # partition of the scores topic (the key's hash; the topic's partitions never change)
 
-    def node_windows(self, node: str) -> NodeWindows:
+    def node_state(self, node: str) -> NodeState | None:
         stored = self.windows.data.get(node)
-        if stored is None:
-            return {}
         if isinstance(stored, bytes):  # recovered from the changelog: decoded once
             stored = decode_node(stored)
             self.windows.data[node] = stored
-        return cast(NodeWindows, stored)
+        return cast(NodeState | None, stored)
 
     async def reject(self, event: faust.EventT[Any], error: str, out: Deliveries) -> None:
         """Dead-letter a record with the error and its origin, and count it."""
@@ -94,7 +95,7 @@ class ScoringAgents:
         nodes = {s.node for s in samples}
         result = score_batch(
             samples,
-            {node: self.node_windows(node) for node in nodes},
+            {node: state for node in nodes if (state := self.node_state(node)) is not None},
             {node: self.allocations.get(node) for node in nodes},
             self.config,
         )
@@ -109,17 +110,16 @@ class ScoringAgents:
             await out.write(self.windows, partition, node, row, encode_node(row))
 
     async def publish(
-        self, uuid: str, window: GpuWindow, result: ScoreResult, out: Deliveries
+        self, uuid: str, window: Labelled, result: ScoreResult, out: Deliveries
     ) -> None:
         if not model_speed(window.model)[1] and window.model not in self.unknown_models:
             self.unknown_models.add(window.model)
             log.warning("unknown GPU model %r: assuming the default speed", window.model)
-        await out.send(
-            self.scores.get_topic_name(),
-            uuid.encode(),
-            score_json(uuid, window, result),
-            timestamp=result.ts_ms / 1000,
-        )
+        topic, key = self.scores.get_topic_name(), uuid.encode()
+        partition = self.score_partition.get(key)
+        if partition is None:  # the producer's partitioner, once per GPU
+            partition = self.score_partition[key] = await out.partition_of(topic, key)
+        await out.publish(topic, partition, key, score_json(uuid, window, result), result.ts_ms)
         self.metrics.emitted.inc()
 
     async def on_placement(self, event: faust.EventT[Any], out: Deliveries) -> None:
@@ -151,10 +151,15 @@ class ScoringAgents:
             partition = self.partition_of.get(node)  # None: recovered, so owned
             if partition is not None and partition not in owned:
                 continue
+            state = self.node_state(node)
+            if state is None:
+                continue
             node_allocations = self.allocations.get(node)
-            for uuid, window in self.node_windows(node).items():
-                if uuid in self.announced_stale or not is_overdue(window, at_ms, self.config):
+            for slot in overdue(state, at_ms, self.config):
+                uuid = state.uuids[slot]
+                if uuid in self.announced_stale:
                     continue
+                window = state.window(slot)
                 since = load_since_ms(allocations_of(node_allocations, uuid), at_ms)
                 result = score_window(window, at_ms, since, self.config)
                 await self.publish(uuid, window, result, out)

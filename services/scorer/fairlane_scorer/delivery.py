@@ -28,11 +28,13 @@ __all__ = ["Deliveries"]
 class Deliveries:
     """What a batch of events produced, and the futures of its delivery. Records go to
     the producer directly (one aiokafka send each), not through Faust's per-message
-    topic machinery, which was most of the scorer's time per record."""
+    topic machinery, which was most of the scorer's time per record; score records,
+    the most numerous, go into one aiokafka batch per partition (:meth:`publish`)."""
 
     def __init__(self, producer: ProducerT) -> None:
         self._producer = producer
         self._futures: list[Awaitable[Any]] = []
+        self._batches: dict[tuple[str, int], Any] = {}  # open aiokafka BatchBuilders
 
     async def write(
         self,
@@ -67,7 +69,43 @@ class Deliveries:
             await self._producer.send(topic, key, value, partition, timestamp, None)
         )
 
+    async def publish(
+        self, topic: str, partition: int, key: bytes, value: bytes, timestamp_ms: int
+    ) -> None:
+        """Send a record to ``partition`` in that partition's batch: a few microseconds
+        per record, where :meth:`send` (Faust's producer, then aiokafka's ``send``:
+        metadata wait, partitioner, accumulator) took about a hundred. The batch goes
+        out when it is full, and at the latest in :meth:`settle`."""
+        batch = self._batches.get((topic, partition))
+        if batch is not None and batch.append(timestamp=timestamp_ms, key=key, value=value):
+            return
+        if batch is not None:
+            await self._submit(topic, partition)
+        # Faust wraps aiokafka's producer without its batch interface.
+        batch = self._batches[topic, partition] = _kafka(self._producer).create_batch()
+        if batch.append(timestamp=timestamp_ms, key=key, value=value) is None:
+            raise ValueError(f"a record of {len(value)} bytes does not fit a batch")
+
+    async def partition_of(self, topic: str, key: bytes) -> int:
+        """The partition the producer's partitioner gives ``key`` (as :meth:`send` would
+        choose it), once the topic's metadata is known."""
+        await _kafka(self._producer).partitions_for(topic)
+        return self._producer.key_partition(topic, key).partition
+
+    async def _submit(self, topic: str, partition: int) -> None:
+        batch = self._batches.pop((topic, partition))
+        batch.close()
+        kafka = _kafka(self._producer)
+        self._futures.append(await kafka.send_batch(batch, topic, partition=partition))
+
     async def settle(self) -> None:
         """Wait until the broker has acknowledged everything written so far."""
+        for topic, partition in list(self._batches):
+            await self._submit(topic, partition)
         futures, self._futures = self._futures, []
         await asyncio.gather(*futures)
+
+
+def _kafka(producer: ProducerT) -> Any:
+    """The aiokafka producer under Faust's (its aiokafka driver's own accessor)."""
+    return producer._ensure_producer()  # type: ignore[attr-defined]

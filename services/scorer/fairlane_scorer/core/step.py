@@ -4,7 +4,8 @@
 rejections)``: the Faust agent, the benchmark and the tests all call :func:`decode_batch`
 and :func:`score_batch`. Records of different nodes are independent, so a batch is cut
 into rounds that take each node at most once, in arrival order, and every GPU of a round
-is advanced together (:func:`fairlane_scorer.core.advance.advance`).
+is advanced together over the nodes' columnar states
+(:func:`fairlane_scorer.core.advance.advance_round`).
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ from dataclasses import dataclass, field
 
 from fairlane_events.codec import DecodeError, decode
 from fairlane_events.records import NodeSample
-from fairlane_scorer.core.advance import advance
-from fairlane_scorer.core.allocations import NodeAllocations, allocations_of
-from fairlane_scorer.core.node_rows import NodeWindows
-from fairlane_scorer.core.window import GpuWindow, Update, mark_emitted, should_emit
-from fairlane_scoring.allocation import load_since_ms
+from fairlane_scorer.core.advance import advance_round
+from fairlane_scorer.core.allocations import NodeAllocations
+from fairlane_scorer.core.node_state import NodeState, NodeWindows, as_state
+from fairlane_scorer.core.records import GpuLabels
 from fairlane_scoring.config import ScoreConfig
 from fairlane_scoring.reference import ScoreResult
 
@@ -56,8 +56,8 @@ def decode_batch(
 
 @dataclass
 class BatchResult:
-    rows: dict[str, dict[str, GpuWindow]] = field(default_factory=dict)  # changed nodes
-    emitted: list[tuple[str, ScoreResult, GpuWindow]] = field(default_factory=list)
+    rows: dict[str, NodeState] = field(default_factory=dict)  # changed nodes
+    emitted: list[tuple[str, ScoreResult, GpuLabels]] = field(default_factory=list)
     accepted: list[str] = field(default_factory=list)  # GPU uuids scored, in order
     duplicates: int = 0  # GPU samples not newer than their GPU's last one
 
@@ -81,33 +81,22 @@ def score_batch(
     allocations: Mapping[str, NodeAllocations | None],
     config: ScoreConfig,
 ) -> BatchResult:
-    """Each node's windows after its samples, and the scores to publish (in order per
-    GPU). ``windows`` and ``allocations``: the current table rows of the batch's nodes."""
+    """Each changed node's state after its samples, and the scores to publish (in order
+    per GPU). ``windows`` and ``allocations``: the current table rows of the batch's
+    nodes (a row that is not a NodeState is converted once)."""
     out = BatchResult()
     for round_ in _rounds(samples):
-        updates: list[Update] = []
-        owners: list[tuple[dict[str, GpuWindow], str]] = []
+        inputs = []
         for s in round_:
-            row = out.rows.get(s.node)
-            if row is None:
-                row = out.rows[s.node] = dict(windows.get(s.node) or {})
-            node_allocations = allocations.get(s.node)
-            for gpu in s.gpus:
-                previous = row.get(gpu.uuid)
-                if previous is not None and s.ts_ms <= previous.last_ts_ms:
-                    out.duplicates += 1
-                    continue
-                since = load_since_ms(allocations_of(node_allocations, gpu.uuid), s.ts_ms)
-                updates.append(Update(previous, s.node, s.ts_ms, gpu, since))
-                owners.append((row, gpu.uuid))
-        for (row, uuid), u, (window, result) in zip(
-            owners, updates, advance(updates, config), strict=True
-        ):
-            emit = should_emit(window, result, u.ts_ms, config)
-            if emit:
-                out.emitted.append((uuid, result, window))
-            row[uuid] = mark_emitted(window, result, u.ts_ms) if emit else window
-            out.accepted.append(uuid)
-    changed = {node for node, row in out.rows.items() if row != dict(windows.get(node) or {})}
-    out.rows = {node: row for node, row in out.rows.items() if node in changed}
+            state = out.rows.get(s.node)
+            if state is None and (row := windows.get(s.node)):
+                state = as_state(row)
+            inputs.append((s, state, allocations.get(s.node)))
+        done = advance_round(inputs, config)
+        for s, state in zip(round_, done.states, strict=True):
+            if state is not None:
+                out.rows[s.node] = state
+        out.emitted += done.emitted
+        out.accepted += done.accepted
+        out.duplicates += done.duplicates
     return out

@@ -19,10 +19,17 @@ from fairlane_scoring.components import CLOCK_EVENT_IDLE
 from fairlane_scoring.config import HEALTH_COMPONENTS, ScoreConfig
 from fairlane_scoring.outliers import MAD_TO_SIGMA
 
-__all__ = ["Scores", "component_rows", "decayed_scores", "hampel_rows", "instant_rows"]
+__all__ = [
+    "IntArray",
+    "component_rows",
+    "decayed_scores",
+    "hampel_rows",
+    "health_gates",
+    "instant_rows",
+]
 
 FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.intp]
+IntArray = npt.NDArray[np.int64]
 
 _SPLIT = len(HEALTH_COMPONENTS)
 
@@ -42,6 +49,9 @@ _METRICS = attrgetter(
     "power_w",
     "power_limit_w",
 )
+
+#: What the health gate reads of a sample.
+_GATE_FIELDS = attrgetter("healthy", "remapped_rows_pending", "ecc_uncorrected_volatile")
 
 
 def _ratio(a: FloatArray, b: FloatArray) -> FloatArray:
@@ -122,43 +132,35 @@ def instant_rows(filtered: FloatArray, weights: Sequence[float]) -> tuple[FloatA
     return counted, masked
 
 
-class Scores:
-    """What ``reference.score_kept`` computes, for many GPUs (one array entry each)."""
-
-    __slots__ = ("gate", "mean", "samples_in_window")
-
-    def __init__(self, mean: FloatArray, gate: FloatArray, samples_in_window: IntArray) -> None:
-        self.mean, self.gate, self.samples_in_window = mean, gate, samples_in_window
-
-    def score(self, j: int) -> float:
-        """GPU ``j``'s score: gate x decayed mean, 0 with no sample inside the window, and
-        clipped to 0..1 (a weighted mean of values in 0..1 can round to just above 1)."""
-        if not self.samples_in_window[j]:
-            return 0.0
-        return min(1.0, max(0.0, float(self.gate[j] * self.mean[j])))
+def health_gates(
+    samples: Sequence[GpuSample], previous_ecc: IntArray, no_ecc: int
+) -> tuple[FloatArray, IntArray]:
+    """``components.health_gate`` of every sample against its GPU's previous ECC count
+    (``no_ecc``: none), and each GPU's next baseline (the sample's count, if it has one).
+    Counts go up to 2**63 - 1: compared as int64, not as floats."""
+    fields = [_GATE_FIELDS(s) for s in samples]
+    ok = np.array([bool(healthy) and not pending for healthy, pending, _ in fields], dtype=bool)
+    ecc = np.array([no_ecc if e is None else e for _, _, e in fields], dtype=np.int64)
+    rose = (ecc != no_ecc) & (previous_ecc != no_ecc) & (ecc > previous_ecc)
+    return np.where(ok & ~rose, 1.0, 0.0), np.where(ecc != no_ecc, ecc, previous_ecc)
 
 
 def decayed_scores(
-    kept: FloatArray,
-    starts: IntArray,
-    now_ms: FloatArray,
-    load_since: FloatArray,
-    config: ScoreConfig,
-) -> Scores:
-    """``reference.score_kept`` for every GPU whose KEPT_COLUMNS rows are ``kept[starts[j]:
-    starts[j + 1]]`` (each non-empty), at ``now_ms[j]`` with load counted from
-    ``load_since[j]``: decayed mean w = exp(-rate x age) over 0 <= age <= history_s, and
-    the minimum gate inside the window."""
-    lengths = np.diff(np.append(starts, len(kept)))
-    seg = np.repeat(np.arange(len(starts)), lengths)
-    ts, gates, instants, masked = kept.T
-    values = np.where(ts >= load_since[seg], instants, masked)
-    ages = (now_ms[seg] - ts) / 1000.0
-    inside = (ages >= 0) & (ages <= config.history_s)
+    kept: FloatArray, now_ms: FloatArray, load_since: FloatArray, config: ScoreConfig
+) -> tuple[FloatArray, IntArray]:
+    """``reference.score_kept``'s score and ``samples_in_window`` for every GPU ``j``
+    whose KEPT_COLUMNS rows are ``kept[j]`` (NaN rows: none), at ``now_ms[j]`` with load
+    counted from ``load_since[j]``: gate x decayed mean with w = exp(-rate x age) over
+    0 <= age <= history_s, the gate the minimum inside the window; 0 with no sample
+    inside it, and clipped to 0..1 (a weighted mean of values in 0..1 can round to just
+    above 1)."""
+    ts, gates, instants, masked = np.moveaxis(kept, -1, 0)
+    values = np.where(ts >= load_since[:, None], instants, masked)
+    ages = (now_ms[:, None] - ts) / 1000.0
+    inside = (ages >= 0) & (ages <= config.history_s)  # NaN rows: False
     weights = np.where(inside, np.exp(-config.decay_rate_per_s * np.clip(ages, 0, None)), 0.0)
-    total = np.add.reduceat(weights, starts)
+    n = np.count_nonzero(weights, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.add.reduceat(weights * values, starts) / total
-    gate = np.minimum.reduceat(np.where(inside, gates, np.inf), starts)
-    n = np.add.reduceat((weights != 0).astype(np.intp), starts)
-    return Scores(mean, gate, n)
+        mean = np.where(inside, weights * values, 0.0).sum(axis=1) / weights.sum(axis=1)
+    gate = np.where(inside, gates, np.inf).min(axis=1, initial=np.inf)
+    return np.where(n > 0, np.clip(gate * mean, 0.0, 1.0), 0.0), n
