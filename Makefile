@@ -12,7 +12,7 @@ PACKAGES := -p fairlane_events -p fairlane_scoring -p fairlane_sim -p fairlane_r
             -p fairlane_agent -p fairlane_scorer -p fairlane_scheduler
 PYTEST_ARGS ?=
 
-.PHONY: help setup run stop test test-unit lint k8s-build fmt schemas servers-up servers-down clean eval eval-quick eval-live bench-eval chaos
+.PHONY: help setup run stop test test-unit lint k8s-build fmt schemas servers-up servers-down clean eval eval-quick eval-live bench bench-eval chaos
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -73,6 +73,9 @@ eval: setup ## the evaluation on public traces -> docs/evaluation-results.md + c
 
 eval-quick: setup ## a small smoke version of `make eval`, written under .local/eval
 	$(VENV)/bin/fairlane-eval report --quick --seeds 2 --out .local/eval
+
+bench: setup ## the scorer, extender and placement benchmarks, 3 runs each (~40 min; BENCHES="scorer place", RUNS=1)
+	scripts/bench.sh $(BENCHES)
 
 bench-eval: setup ## the evaluator's speed: 10,000 jobs on 1,000 GPUs (target < 5 min)
 	$(PY) -m bench.eval_speed

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The benchmarks of docs/benchmarks.md, each run RUNS times, on servers of their own.
+#
+#   scripts/bench.sh [scorer|extender|place ...]   (default: all three; `make bench`)
+#
+# Starts a Kafka broker and a durable Postgres (fsync and synchronous commits on) on
+# ports of their own, below the kernel's ephemeral range, and stops them at the end.
+# Each bench prints its ratios against a limit measured in the same run (raw consumer,
+# orjson floor, trivial endpoint and pgbench); docs/benchmarks.md reports the median of
+# three runs with the spread. Logs go to $BENCH_OUT (.local/bench/<UTC time>/).
+#
+# Env: RUNS (3), BENCH_KAFKA_PORT (29396), BENCH_PG_PORT (25637), BENCH_OUT,
+#      SCORER_LOAD_RATE (records/s for the second latency run: 80 % of the measured
+#      maximum; default 80 % of the first throughput run's rate).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+RUNS=${RUNS:-3}
+KAFKA_PORT=${BENCH_KAFKA_PORT:-29396}
+PG_PORT=${BENCH_PG_PORT:-25637}
+OUT=${BENCH_OUT:-.local/bench/$(date -u +%Y%m%dT%H%M%SZ)}
+PY=.venv/bin/python
+BOOTSTRAP=127.0.0.1:$KAFKA_PORT
+DATABASE_URL=postgresql://postgres@127.0.0.1:$PG_PORT/fairlane
+export KAFKA_PORT PG_PORT
+BENCHES=("$@")
+[ ${#BENCHES[@]} -gt 0 ] || BENCHES=(scorer extender place)
+mkdir -p "$OUT"
+
+stop_servers() {
+  scripts/kafka.sh down --purge >/dev/null 2>&1 || true
+  scripts/postgres.sh down >/dev/null 2>&1 || true
+}
+trap stop_servers EXIT
+
+fresh_kafka() { # every run on empty topics: earlier runs' records would be read again
+  scripts/kafka.sh down --purge >/dev/null 2>&1 || true
+  scripts/kafka.sh up >/dev/null
+}
+
+# "log name command...": the command's output to the terminal and to $OUT/name.log
+logged() {
+  local name=$1
+  shift
+  echo "== $name: $*" | tee -a "$OUT/$name.log"
+  "$@" 2>&1 | tee -a "$OUT/$name.log"
+}
+
+bench_scorer() {
+  local i rate
+  logged scorer-state $PY -m bench.scorer_state
+  logged scorer-state $PY -m bench.scorer_state --rss --nodes 125 --rounds 125
+  for i in $(seq "$RUNS"); do
+    fresh_kafka
+    logged scorer $PY -m bench.scorer_throughput --bootstrap "$BOOTSTRAP"
+  done
+  rate=${SCORER_LOAD_RATE:-$(grep -m1 -oP 'scorer \(1 worker\):\s+\K[0-9,]+' "$OUT/scorer.log" |
+    tr -d , | awk '{printf "%d", 0.8 * $1 / 8}')}
+  for i in $(seq "$RUNS"); do
+    fresh_kafka
+    logged scorer-load $PY -m bench.scorer_throughput --bootstrap "$BOOTSTRAP" \
+      --latency-rate "$rate" --latency-s 15
+  done
+}
+
+bench_extender() {
+  local i
+  for i in $(seq "$RUNS"); do
+    logged extender $PY -m bench.extender --calls 300
+  done
+}
+
+bench_place() {
+  local i
+  PG_DURABLE=1 scripts/postgres.sh up >/dev/null
+  for i in $(seq "$RUNS"); do
+    fresh_kafka
+    logged place $PY -m bench.scheduler_place --bootstrap "$BOOTSTRAP" \
+      --database-url "$DATABASE_URL" --sizes 1000,10000,100000 --seconds 10 --extender-calls 0
+  done
+}
+
+for bench in "${BENCHES[@]}"; do
+  case $bench in
+    scorer | extender | place) "bench_$bench" ;;
+    *)
+      echo "bench.sh: unknown bench '$bench' (scorer, extender, place)" >&2
+      exit 2
+      ;;
+  esac
+done
+echo "bench.sh: logs in $OUT"
