@@ -50,10 +50,10 @@ from fairlane_eval.core.static_schedule import (
     capacity_resolution,
 )
 from fairlane_eval.core.workload import Job
+from fairlane_eval.errors import LiveError
 from fairlane_eval.live_report import FAIRLANE_POLICY, LiveResult, as_json, compare, format_report
 from fairlane_eval.live_stack import (
     START_TIMEOUT_S,
-    LiveError,
     base_env,
     call,
     first_sample_ms,

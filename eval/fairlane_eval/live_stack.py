@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from fairlane_eval.errors import LiveError
 from fairlane_events.codec import decode
 from fairlane_events.records import NodeSample
 from fairlane_events.topics import NODE_SAMPLES, STREAM_PARTITIONS
@@ -25,11 +26,6 @@ from fairlane_scoring.config import ScoreConfig
 _ROOT = Path(__file__).resolve().parents[2]  # the repository, for scripts/ (a clone only)
 _RETRIES = 4
 START_TIMEOUT_S = 120.0
-
-
-class LiveError(RuntimeError):
-    """The live run could not be carried out (a service did not start, the stack saw
-    another fleet...); the message says what. Not retryable as such: fix and rerun."""
 
 
 @contextlib.asynccontextmanager

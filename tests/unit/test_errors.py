@@ -1,12 +1,15 @@
 """One error tree per package, all under FairlaneError, each drawn in its docstring;
 one table maps the scheduler's to HTTP answers."""
 
+import ast
 import inspect
+from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 import fairlane_agent.errors
+import fairlane_eval.errors
 import fairlane_events.errors
 import fairlane_runtime.errors
 import fairlane_scheduler.errors
@@ -17,12 +20,14 @@ from fairlane_scheduler.api.errors import HTTP_STATUS, error_responses
 from fairlane_scheduler.errors import (
     AllocationConflictError,
     DatabaseTlsError,
+    KubeApiError,
     MigrationError,
     PodError,
     QuotaBusyError,
     QuotaExceededError,
     QuotaNeverFitsError,
     SchedulerError,
+    TokenFileError,
 )
 
 MODULES = [
@@ -32,7 +37,9 @@ MODULES = [
     fairlane_agent.errors,
     fairlane_scorer.errors,
     fairlane_scheduler.errors,
+    fairlane_eval.errors,
 ]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _own_errors(module: ModuleType) -> list[type[BaseException]]:
@@ -64,9 +71,22 @@ def test_errors_that_stood_outside_any_tree_joined_one() -> None:
         assert not error.retryable
 
 
+def test_no_error_class_is_defined_outside_an_errors_module() -> None:
+    """New errors join their package's tree (two stood outside one again before this)."""
+    strays = []
+    sources = [*ROOT.glob("*/*/fairlane_*/**/*.py"), *ROOT.glob("eval/fairlane_eval/**/*.py")]
+    for path in sorted(sources):
+        if path.name == "errors.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and node.name.endswith(("Error", "Exception")):
+                strays.append(f"{path.relative_to(ROOT)}: {node.name}")
+    assert strays == []
+
+
 def test_every_scheduler_error_has_an_http_answer_or_says_why_not() -> None:
     not_http = {SchedulerError, QuotaExceededError, AllocationConflictError, PodError}
-    not_http |= {MigrationError, DatabaseTlsError}
+    not_http |= {MigrationError, DatabaseTlsError, TokenFileError, KubeApiError}
     for error in _own_errors(fairlane_scheduler.errors):
         assert error in HTTP_STATUS or error in not_http, error
     # 429 and 503 answers say when to come back, and those errors say they are retryable.

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from fairlane_eval.core._csv import rows
+from fairlane_eval.errors import VariabilityError
 from fairlane_events.gpu_models import CATALOG, find_model
 from fairlane_sim.variability import measured_speeds
 
@@ -30,10 +31,6 @@ Variability = Mapping[str | None, tuple[float, ...]]
 
 #: A relative speed outside (0, 10] is a unit mistake (an iteration time, a percentage).
 _MAX_RELATIVE_SPEED = 10.0
-
-
-class VariabilityError(ValueError):
-    """A variability file that cannot be used; the message says where and which field."""
 
 
 def read_variability_csv(text: str, *, source: str = "<variability csv>") -> Variability:

@@ -32,6 +32,7 @@ from importlib import resources
 from types import MappingProxyType
 
 from fairlane_eval.core._csv import rows, write_rows
+from fairlane_eval.errors import ThroughputError
 from fairlane_events.gpu_models import CATALOG, find_model
 
 __all__ = [
@@ -56,10 +57,6 @@ _GAVEL_MODELS = {"k80": "K80", "p100": "P100", "v100": "V100"}
 _GAVEL_KEY = re.compile(r"^\('(?P<job_type>.+)', (?P<scale>\d+)\)$")
 
 Key = tuple[str, str, int]
-
-
-class ThroughputError(ValueError):
-    """A throughput table that cannot be read, or a question it cannot answer."""
 
 
 def nearest_scale_factor(measured: Iterable[int], gpus: int) -> int:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fairlane_eval.core._csv import Row, rows, write_rows
+from fairlane_eval.errors import WorkloadError
 
 __all__ = [
     "COLUMNS",
@@ -38,10 +39,6 @@ COLUMNS = (
 )  # fmt: skip
 _REQUIRED = COLUMNS[:6]
 MAX_GPUS_PER_NODE = 64
-
-
-class WorkloadError(ValueError):
-    """A jobs file, trace or job that cannot be used; the message says where and which field."""
 
 
 def _problem(job: Mapping[str, Any]) -> tuple[str, str] | None:

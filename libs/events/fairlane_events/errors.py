@@ -11,8 +11,9 @@ the wire-contract library because it is the one library every package may import
      +-- ServerUnavailableError         Kafka or Postgres does not answer; retryable
      +-- TopicMismatchError             a topic exists, not as the contract says; never
      |                                  (both fairlane_runtime)
-     +-- AgentError, ScorerError, SchedulerError
-                                        each service's tree, in its errors.py
+     +-- AgentError, ScorerError, SchedulerError, EvalError
+                                        each service's (and the evaluator's) tree, in
+                                        its errors.py
 
 ``retryable`` is a class attribute, so a caller can decide from the type alone.
 """

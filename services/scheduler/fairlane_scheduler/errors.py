@@ -24,7 +24,13 @@ whether the same request can succeed later (429 and 503 answers carry Retry-Afte
           |                          answered in the protocol's       extender's
           |                          ``Error`` field                  ``Error``; no
           +-- MigrationError         the schema migrations cannot     start-up; no
-                                     apply (one changed after it ran)
+          |                          apply (one changed after it ran)
+          +-- TokenFileError         API tokens that cannot be read   start-up, or
+          |                          or parsed (names where, never    kept the last
+          |                          the token)                       table; no
+          +-- KubeApiError           the Kubernetes API refused or    --; no (the
+                                     failed a request (``status``)    loops retry
+                                                                      on their period)
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ __all__ = [
     "DatabaseUnavailableError",
     "ForbiddenError",
     "JobConflictError",
+    "KubeApiError",
     "MigrationError",
     "NoCapacityError",
     "NotFoundError",
@@ -50,6 +57,7 @@ __all__ = [
     "QuotaExceededError",
     "QuotaNeverFitsError",
     "SchedulerError",
+    "TokenFileError",
     "UnauthorizedError",
 ]
 
@@ -131,3 +139,13 @@ class PodError(SchedulerError, ValueError):
 
 class MigrationError(SchedulerError):
     """The database schema cannot be brought up to date; a person must look."""
+
+
+class TokenFileError(SchedulerError, ValueError):
+    """Tokens that cannot be read or parsed; the message names where, never the token."""
+
+
+class KubeApiError(SchedulerError):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"Kubernetes API {status}: {message}")
+        self.status = status

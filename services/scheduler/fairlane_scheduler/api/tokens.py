@@ -34,6 +34,8 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
+from fairlane_scheduler.errors import TokenFileError
+
 __all__ = ["ADMIN_KEY", "TokenFileError", "TokenSources", "digest_of", "parse_entry"]
 
 log = logging.getLogger("fairlane.scheduler.tokens")
@@ -43,10 +45,6 @@ _HASH = re.compile(r"^sha256:([0-9a-fA-F]{64})$")
 
 Table = tuple[tuple[bytes, str | None], ...]
 Signature = tuple[tuple[str, int, int, int], ...]
-
-
-class TokenFileError(ValueError):
-    """Tokens that cannot be read or parsed; the message names where, never the token."""
 
 
 def digest_of(token: str) -> bytes:

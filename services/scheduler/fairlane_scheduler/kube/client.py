@@ -18,15 +18,11 @@ from typing import Any
 import httpx
 import orjson
 
+from fairlane_scheduler.errors import KubeApiError
+
 __all__ = ["IN_CLUSTER", "KubeApiError", "KubeClient", "KubeConfig"]
 
 IN_CLUSTER = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-
-
-class KubeApiError(RuntimeError):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"Kubernetes API {status}: {message}")
-        self.status = status
 
 
 @dataclass(frozen=True)
