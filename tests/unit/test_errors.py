@@ -85,7 +85,8 @@ def test_no_error_class_is_defined_outside_an_errors_module() -> None:
 
 
 def test_every_scheduler_error_has_an_http_answer_or_says_why_not() -> None:
-    not_http = {SchedulerError, QuotaExceededError, AllocationConflictError, PodError}
+    not_http: set[type[FairlaneError]] = {SchedulerError, QuotaExceededError, PodError}
+    not_http |= {AllocationConflictError}
     not_http |= {MigrationError, DatabaseTlsError, TokenFileError, KubeApiError}
     for error in _own_errors(fairlane_scheduler.errors):
         assert error in HTTP_STATUS or error in not_http, error
