@@ -103,6 +103,21 @@ async def test_migrations_apply_once_and_detect_edits(database_url: str) -> None
         await conn.close()
 
 
+async def test_replicas_starting_together_on_a_fresh_database_migrate_once(
+    database_url: str,
+) -> None:
+    # Seen in the placement bench: three replicas starting at once, one failed on
+    # "duplicate key value violates unique constraint pg_type_typname_nsp_index".
+    migrations = load_migrations()
+    conns = [await asyncpg.connect(database_url) for _ in range(6)]
+    try:
+        applied = await asyncio.gather(*(apply_migrations(c, migrations) for c in conns))
+        assert sorted(map(len, applied)) == [0] * 5 + [len(migrations)]
+    finally:
+        for conn in conns:
+            await conn.close()
+
+
 PORTS = PortRange(29500, 29999)
 
 

@@ -52,14 +52,16 @@ def load_migrations(package: str = "fairlane_scheduler.migrations") -> list[Migr
 async def apply_migrations(conn: asyncpg.Connection, migrations: list[Migration]) -> list[str]:
     """Apply what is missing; return the names applied."""
     applied_now: list[str] = []
-    await conn.execute(
-        """CREATE TABLE IF NOT EXISTS schema_migrations (
-               version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,
-               applied_at timestamptz NOT NULL DEFAULT now())"""
-    )
     keeps_session_state(conn)  # a pooled session is reset if the unlock below never ran
     await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_KEY)
     try:
+        # Under the lock: two CREATE TABLE IF NOT EXISTS racing on a fresh database both
+        # pass the check and one fails on the catalog's unique index.
+        await conn.execute(
+            """CREATE TABLE IF NOT EXISTS schema_migrations (
+                   version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,
+                   applied_at timestamptz NOT NULL DEFAULT now())"""
+        )
         rows = await conn.fetch("SELECT version, name, checksum FROM schema_migrations")
         done = {r["version"]: r for r in rows}
         for migration in migrations:
