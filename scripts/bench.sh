@@ -38,12 +38,14 @@ fresh_kafka() { # every run on empty topics: earlier runs' records would be read
   scripts/kafka.sh up >/dev/null
 }
 
-# "log name command...": the command's output to the terminal and to $OUT/name.log
+FAILED=()
+# "log name command...": the command's output to the terminal and to $OUT/name.log; a
+# failed run is named at the end, and the other runs go on.
 logged() {
   local name=$1
   shift
   echo "== $name: $*" | tee -a "$OUT/$name.log"
-  "$@" 2>&1 | tee -a "$OUT/$name.log"
+  "$@" 2>&1 | tee -a "$OUT/$name.log" || FAILED+=("$name")
 }
 
 bench_scorer() {
@@ -90,3 +92,7 @@ for bench in "${BENCHES[@]}"; do
   esac
 done
 echo "bench.sh: logs in $OUT"
+if [ ${#FAILED[@]} -gt 0 ]; then
+  echo "bench.sh: failed runs: ${FAILED[*]}" >&2
+  exit 1
+fi
