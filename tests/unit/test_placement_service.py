@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Sequence
 
 import pytest
 
@@ -16,6 +17,7 @@ from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.core.placements import Placement, PlacementRequest
 from fairlane_scheduler.core.quota import Quota
 from fairlane_scheduler.errors import (
+    AllocationConflictError,
     JobConflictError,
     NoCapacityError,
     NotReadyError,
@@ -23,6 +25,7 @@ from fairlane_scheduler.errors import (
     QuotaNeverFitsError,
 )
 from fairlane_scheduler.service import PlacementService
+from fairlane_scheduler.storage import Ending, WriteOutcome
 from tests.factories import GIB, gpu_score
 
 NOW = 1_700_000_000_000
@@ -213,3 +216,39 @@ async def test_releases_of_one_loop_turn_are_ended_by_one_write() -> None:
     assert service.group_ends == (1, 5)
     assert not service.allocated
     assert (await service.place(request("k", 4)))[0].state == "placed"  # the GPUs are free
+
+
+class DeadlockingStore(MemoryStore):
+    """Its first batch write of each kind is rolled back whole, as Postgres does to one
+    side of a deadlock between two replicas' batches (the Postgres store raises it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rolled_back: list[str] = []
+
+    def _roll_back_first(self, kind: str) -> None:
+        if kind not in self.rolled_back:
+            self.rolled_back.append(kind)
+            raise AllocationConflictError("deadlock detected: rolled back, to be retried")
+
+    async def create_many(
+        self, batch: Sequence[tuple[Placement, PlacementRequest]], ports: PortRange
+    ) -> list[WriteOutcome | None]:
+        self._roll_back_first("create")
+        return await super().create_many(batch, ports)
+
+    async def end_many(self, endings: Sequence[Ending]) -> list[tuple[Placement | None, bool]]:
+        self._roll_back_first("end")
+        return await super().end_many(endings)
+
+
+async def test_batches_rolled_back_by_a_deadlock_are_written_again() -> None:
+    store = DeadlockingStore()
+    service = service_on(store, fleet_of(2, 4))
+    placed = await asyncio.gather(*(service.place(request(f"j{i}", 2)) for i in range(4)))
+    assert all(created for _, created in placed)
+    assert len(set().union(*(gpus_of(p) for p, _ in placed))) == 8
+    released = await asyncio.gather(*(service.release(p.id) for p, _ in placed))
+    assert {p.state for p in released} == {"released"}
+    assert store.rolled_back == ["create", "end"]
+    assert not service.allocated

@@ -8,7 +8,9 @@ for a batch to fill or for an earlier one to end (holding reservations longer wo
 refuse other requests on a full fleet), yet under load, when one turn handles many
 requests, the batch grows with it. A GPU or port another replica holds rolls back that
 placement alone (its waiter gets :class:`AllocationConflictError` and retries); the
-others commit. A waiter that gives up does not cancel the batch: the write goes on and
+others commit. Two replicas' batches can deadlock on each other's GPUs; Postgres then
+rolls one back whole, and its placements retry as after a lost race, its endings are
+written again. A waiter that gives up does not cancel the batch: the write goes on and
 its outcome is dropped, as it would be for a single statement in flight.
 """
 
@@ -25,6 +27,7 @@ from fairlane_scheduler.storage import Ending, PlacementStore, WriteOutcome
 
 __all__ = ["GroupCommit", "GroupEnd"]
 
+_END_ATTEMPTS = 3
 _Item = TypeVar("_Item")
 _Answer = TypeVar("_Answer")
 
@@ -116,6 +119,13 @@ class GroupEnd(_LoopBatches[Ending, tuple[Placement | None, bool]]):
         return await self._submit(ending)
 
     async def _answers(self, items: list[Ending]) -> list[tuple[Placement | None, bool]]:
-        if len(items) > 1:
-            return await self._store.end_many(items)
-        return [await self._store.end(items[0])]
+        attempt = 1
+        while True:
+            try:
+                if len(items) > 1:
+                    return await self._store.end_many(items)
+                return [await self._store.end(items[0])]
+            except AllocationConflictError:  # rolled back whole (a deadlock): ending is
+                if attempt == _END_ATTEMPTS:  # idempotent, so the batch goes again
+                    raise
+                attempt += 1

@@ -86,6 +86,10 @@ class PostgresStore:
                 return list(await conn.fetch(query, *args))
         except asyncpg.UniqueViolationError as exc:
             raise AllocationConflictError(str(exc)) from exc
+        except asyncpg.TransactionRollbackError as exc:
+            # A deadlock (or serialization failure) with another replica's batch: Postgres
+            # rolled this transaction back whole, so trying again is safe.
+            raise AllocationConflictError(f"rolled back, to be retried: {exc}") from exc
 
     async def ping(self) -> None:
         await self._fetch("SELECT 1")
