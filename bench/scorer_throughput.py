@@ -35,6 +35,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from fairlane_events.codec import encode
 from fairlane_events.records import GpuSample, NodeSample
 from fairlane_events.topics import GPU_SCORES, NODE_SAMPLES, STREAM_PARTITIONS
+from fairlane_runtime.kafka import ensure_topics
 
 SAMPLE_PARTS = [TopicPartition(NODE_SAMPLES, p) for p in range(STREAM_PARTITIONS)]
 SCORE_PARTS = [TopicPartition(GPU_SCORES, p) for p in range(STREAM_PARTITIONS)]
@@ -225,6 +226,7 @@ async def run(args: argparse.Namespace) -> None:
     ]
     gpu_samples = len(records) * args.gpus
     app_id = f"scorer-bench-{os.getpid()}"
+    await ensure_topics(args.bootstrap)  # a fresh broker has none, and these need 8 partitions
     start = await end_offsets(args.bootstrap, SAMPLE_PARTS)
     await commit_at(args.bootstrap, app_id, start)
     await produce(args.bootstrap, records)
