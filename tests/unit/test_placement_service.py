@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -38,7 +38,9 @@ def fleet_of(nodes: int, gpus: int) -> FleetView:
     return fleet
 
 
-def service_on(store: MemoryStore, fleet: FleetView, *, ready: bool = True) -> PlacementService:
+def service_on(
+    store: MemoryStore, fleet: FleetView, *, ready: bool = True, batch_max: int = 8
+) -> PlacementService:
     ids = (f"00000000-0000-0000-0000-{i:012d}" for i in itertools.count(1))
     return PlacementService(
         store=store,
@@ -48,6 +50,7 @@ def service_on(store: MemoryStore, fleet: FleetView, *, ready: bool = True) -> P
         clock_ms=lambda: NOW,
         is_fleet_ready=lambda: ready,
         new_id=lambda: next(ids),
+        batch_max=batch_max,
     )
 
 
@@ -95,8 +98,40 @@ async def test_concurrent_requests_of_one_replica_never_choose_the_same_gpus() -
     held = [gpus_of(p) for p, _ in answers]
     assert len(set().union(*held)) == 32  # every GPU once
     assert service.conflicts == 0
-    assert store.batches == [16]  # decided together, written together (group commit)
-    assert store.writes == 1
+    assert store.batches == [8, 8]  # decided together, written together, 8 at most a write
+    assert store.writes == 2
+
+
+class GatedStore(MemoryStore):
+    """Its batch writes wait for ``gate``; it notes how many GPUs the service had decided
+    on (reserved or committed) when each began."""
+
+    def __init__(self, service: Callable[[], PlacementService]) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.decided_at_write: list[int] = []
+        self._service = service
+
+    async def create_many(
+        self, batch: Sequence[tuple[Placement, PlacementRequest]], ports: PortRange
+    ) -> list[WriteOutcome | None]:
+        self.decided_at_write.append(len(self._service().allocated))
+        await self.gate.wait()
+        return await super().create_many(batch, ports)
+
+
+async def test_a_full_batch_is_written_while_the_next_one_is_decided() -> None:
+    store = GatedStore(lambda: service)
+    service = service_on(store, fleet_of(4, 8), batch_max=4)
+    placing = [asyncio.create_task(service.place(request(f"j{i}", 1))) for i in range(8)]
+    await asyncio.sleep(0)  # one turn of the loop: all eight decide in it
+    assert store.decided_at_write == [4, 8]  # the first write began before the fifth decided
+    placing[3].cancel()  # the request that filled (and sent) the first batch gives up
+    store.gate.set()
+    answers = await asyncio.gather(*placing, return_exceptions=True)
+    assert isinstance(answers[3], asyncio.CancelledError)
+    assert all(isinstance(a, tuple) and a[1] for i, a in enumerate(answers) if i != 3)
+    assert len(store.placements) == 8  # its batch was written all the same
 
 
 async def test_a_lost_race_in_a_batch_retries_that_request_alone() -> None:

@@ -26,7 +26,7 @@ from fairlane_scheduler.errors import (
     NotReadyError,
     QuotaExceededError,
 )
-from fairlane_scheduler.group_commit import GroupCommit, GroupEnd
+from fairlane_scheduler.group_commit import BATCH_MAX, GroupCommit, GroupEnd
 from fairlane_scheduler.storage import (
     Ending,
     JobTaken,
@@ -57,6 +57,7 @@ class PlacementService:
         clock_ms: Callable[[], int],
         is_fleet_ready: Callable[[], bool],
         new_id: Callable[[], str] = _new_id,
+        batch_max: int = BATCH_MAX,  # a write this full leaves at once
     ) -> None:
         self._store = store
         self._fleet = fleet
@@ -67,8 +68,8 @@ class PlacementService:
         self._new_id = new_id
         self.ledger = Ledger(fleet)
         self._summaries = NodeSummaries()  # the fleet per node, for this policy's decisions
-        self._commits = GroupCommit(store, ports)
-        self._ends = GroupEnd(store)
+        self._commits = GroupCommit(store, ports, batch_max)
+        self._ends = GroupEnd(store, batch_max)
         self._quotas: dict[str, Quota] = {}
         self.conflicts = 0  # writes Postgres refused for a GPU or port (then retried)
 

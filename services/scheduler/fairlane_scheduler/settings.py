@@ -8,6 +8,7 @@ from pydantic import AliasChoices, DirectoryPath, Field, FilePath, SecretStr, mo
 
 from fairlane_runtime.settings import ServiceSettings
 from fairlane_scheduler.adapters.pg_tls import SslMode
+from fairlane_scheduler.group_commit import BATCH_MAX
 
 __all__ = ["SchedulerSettings"]
 
@@ -43,6 +44,12 @@ class SchedulerSettings(ServiceSettings):
     master_port_first: int = Field(29500, ge=1024, le=65535)
     master_port_last: int = Field(29999, ge=1024, le=65535)
     db_pool_max: int = Field(10, ge=1, le=100)
+    group_commit_max: int = Field(
+        BATCH_MAX,
+        ge=1,
+        le=1000,
+        description="placements (or releases) one write carries; a full one leaves at once",
+    )
     stale_policy: Literal["exclude", "last_known"] = Field(
         "exclude", description="GPUs without a fresh score: leave out, or use the last one"
     )
