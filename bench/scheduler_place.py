@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import logging
 import os
@@ -49,6 +50,32 @@ def rss_mib() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def _cpu_s(pid: int, *, reaped: bool) -> float:
+    """User + system CPU seconds of a process (and of its reaped children)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = sum(int(f) for f in fields[11 : 15 if reaped else 13])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+async def postgres_cpu_s(dsn: str) -> float | None:
+    """CPU seconds the Postgres server has used so far: the postmaster, the backends it
+    reaped and the live ones. None when the server is not a local process we can read."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        backend = int(await conn.fetchval("SELECT pg_backend_pid()"))
+        stat = Path(f"/proc/{backend}/stat")
+        postmaster = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        total = _cpu_s(postmaster, reaped=True)
+        for child in Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split():
+            with contextlib.suppress(OSError):  # a backend that ended meanwhile
+                total += _cpu_s(int(child), reaped=False)
+    except OSError:
+        return None
+    finally:
+        await conn.close()
+    return total
 
 
 def pgbench_tps(dsn: str, clients: int, seconds: int) -> float:
@@ -171,6 +198,7 @@ async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
         writes_before, carried_before = service.group_commits
         ends_before, ended_before = service.group_ends
         profile = cProfile.Profile() if args.profile else None
+        pg_started = await postgres_cpu_s(dsn)
         cpu_started = time.process_time()
         if profile is not None:
             profile.enable()
@@ -185,6 +213,9 @@ async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
         result["cpu_ms_per_pair"] = (
             1000 * (time.process_time() - cpu_started) / max(result["placed"], 1)
         )
+        pg_ended = await postgres_cpu_s(dsn)
+        if pg_started is not None and pg_ended is not None:
+            result["pg_cpu_ms_per_pair"] = 1000 * (pg_ended - pg_started) / max(result["placed"], 1)
         one = await load([client], 1, min(args.seconds, 3.0))
         result |= {"one_p50_ms": one["p50_ms"], "one_p99_ms": one["p99_ms"]}
         if args.extender_calls and gpus >= args.extender_nodes * GPUS_PER_NODE:
@@ -239,7 +270,8 @@ async def main() -> None:
             f"{r['placements_per_s'] / commit_tps:.3f} x pgbench), "
             f"POST p50 {r['p50_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms "
             f"(1 client: p50 {r['one_p50_ms']:.1f} ms p99 {r['one_p99_ms']:.1f} ms), "
-            f"CPU {r['cpu_ms_per_pair']:.2f} ms per pair (process, clients included), "
+            f"CPU {r['cpu_ms_per_pair']:.2f} ms per pair (process, clients included; "
+            f"Postgres {r.get('pg_cpu_ms_per_pair', float('nan')):.2f} ms), "
             f"{r['per_write']:.1f} placements and {r['ends_per_write']:.1f} releases per write, "
             f"RSS {r['rss_mib']:.0f} MiB with {r['view_gpus']:,} GPUs in the view"
         )

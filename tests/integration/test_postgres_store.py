@@ -247,6 +247,16 @@ async def test_a_live_port_is_never_given_twice_on_a_node(pool: asyncpg.Pool) ->
         await pool.execute("UPDATE placements SET master_port = 29500 WHERE id = $1", P2)
 
 
+async def test_a_free_proposed_port_is_kept_even_above_the_lowest(pool: asyncpg.Pool) -> None:
+    store = PostgresStore(pool)
+    first = await store.create(placement(P1, "job-1", ["g1"], port=29700), REQUEST, PORTS)
+    assert isinstance(first, Written)
+    assert first.placement.nodes[0].master_port == 29700  # 29500 is free, but not proposed
+    second = await store.create(placement(P2, "job-2", ["g2"], port=29700), REQUEST, PORTS)
+    assert isinstance(second, Written)
+    assert second.placement.nodes[0].master_port == 29500  # taken: the lowest free one
+
+
 async def test_unreachable_postgres_gives_a_clear_error() -> None:
     with pytest.raises(DatabaseUnavailableError, match=r"not reachable.*postgres.sh up"):
         await connect_pool("postgresql://postgres@127.0.0.1:1/x")
