@@ -59,23 +59,27 @@ def _cpu_s(pid: int, *, reaped: bool) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def _server_cpu_s(backend: int) -> float:
+    """CPU seconds of the Postgres server a backend belongs to: the postmaster, the
+    backends it reaped and the live ones."""
+    postmaster = int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    total = _cpu_s(postmaster, reaped=True)
+    for child in Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split():
+        with contextlib.suppress(OSError):  # a backend that ended meanwhile
+            total += _cpu_s(int(child), reaped=False)
+    return total
+
+
 async def postgres_cpu_s(dsn: str) -> float | None:
-    """CPU seconds the Postgres server has used so far: the postmaster, the backends it
-    reaped and the live ones. None when the server is not a local process we can read."""
+    """CPU seconds the Postgres server has used so far; None when it is not a local
+    process this one can read."""
     conn = await asyncpg.connect(dsn)
     try:
-        backend = int(await conn.fetchval("SELECT pg_backend_pid()"))
-        stat = Path(f"/proc/{backend}/stat")
-        postmaster = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        total = _cpu_s(postmaster, reaped=True)
-        for child in Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split():
-            with contextlib.suppress(OSError):  # a backend that ended meanwhile
-                total += _cpu_s(int(child), reaped=False)
+        return _server_cpu_s(int(await conn.fetchval("SELECT pg_backend_pid()")))
     except OSError:
         return None
     finally:
         await conn.close()
-    return total
 
 
 def pgbench_tps(dsn: str, clients: int, seconds: int) -> float:
