@@ -134,6 +134,33 @@ async def test_a_full_batch_is_written_while_the_next_one_is_decided() -> None:
     assert len(store.placements) == 8  # its batch was written all the same
 
 
+class GatedDeadlockStore(GatedStore):
+    """Its first batch write is rolled back whole once it has waited for the gate: the
+    error reaches a write started eagerly after it suspended."""
+
+    async def create_many(
+        self, batch: Sequence[tuple[Placement, PlacementRequest]], ports: PortRange
+    ) -> list[WriteOutcome | None]:
+        if not self.decided_at_write:
+            self.decided_at_write.append(len(self._service().allocated))
+            await self.gate.wait()
+            raise AllocationConflictError("deadlock detected: rolled back, to be retried")
+        return await super().create_many(batch, ports)
+
+
+async def test_a_full_batch_rolled_back_after_it_was_sent_retries_its_requests() -> None:
+    store = GatedDeadlockStore(lambda: service)
+    service = service_on(store, fleet_of(4, 8), batch_max=4)
+    placing = [asyncio.create_task(service.place(request(f"j{i}", 1))) for i in range(8)]
+    await asyncio.sleep(0)
+    store.gate.set()
+    answers = await asyncio.gather(*placing)
+    assert all(created for _, created in answers)
+    assert len(set().union(*(gpus_of(p) for p, _ in answers))) == 8
+    assert service.conflicts == 4  # the rolled-back batch's four, each retried
+    assert len(store.placements) == 8
+
+
 async def test_a_lost_race_in_a_batch_retries_that_request_alone() -> None:
     store = MemoryStore()
     ours, theirs = service_on(store, fleet_of(3, 2)), service_on(store, fleet_of(3, 2))
