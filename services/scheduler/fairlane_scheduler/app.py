@@ -207,6 +207,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 ports=PortRange(settings.master_port_first, settings.master_port_last),
                 clock_ms=now_ms,
                 is_fleet_ready=_readiness(follower, fleet, policy, fresh_gpus),
+                summaries_from_nodes=settings.summaries_from_nodes,
             )
             live_gpus = LiveGpusCache(
                 service.resync,
