@@ -6,13 +6,12 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
-import asyncpg
 import pytest
 
 from fairlane_runtime.kafka import ensure_topics
 from tests.kube import ControlPlane, control_plane
 from tests.processes import free_port
-from tests.servers import kafka_server, postgres_server
+from tests.servers import create_database, drop_database, kafka_server, postgres_server
 
 
 @pytest.fixture(scope="session")
@@ -39,15 +38,9 @@ def kube_plane() -> Iterator[ControlPlane]:
 @pytest.fixture
 async def database_url(postgres_dsn: str) -> AsyncIterator[str]:
     """A fresh, empty database for one test, dropped afterwards."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(postgres_dsn)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        base, _, _ = postgres_dsn.rpartition("/")
-        yield f"{base}/{name}"
-        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    url = await create_database(postgres_dsn)
+    yield url
+    await drop_database(postgres_dsn, url)
 
 
 @pytest.fixture
