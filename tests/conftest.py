@@ -7,11 +7,18 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from fairlane_runtime.kafka import ensure_topics
 from tests.kube import ControlPlane, control_plane
 from tests.processes import free_port
 from tests.servers import create_database, drop_database, kafka_server, postgres_server
+
+# No timed assertions in tests (speed lives in bench/): hypothesis's per-example deadline
+# (200 ms) and its too-slow health check are such assertions, and fail at random on a
+# busy 2-core machine (CI, or the server-less half of `make test` at nice 19).
+settings.register_profile("fairlane", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("fairlane")
 
 
 @pytest.fixture(scope="session")
