@@ -6,13 +6,20 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
-import asyncpg
 import pytest
+from hypothesis import HealthCheck, settings
 
 from fairlane_runtime.kafka import ensure_topics
 from tests.kube import ControlPlane, control_plane
 from tests.processes import free_port
-from tests.servers import kafka_server, postgres_server
+from tests.secure_kafka import SecureKafka, secure_kafka
+from tests.servers import create_database, drop_database, kafka_server, postgres_server
+
+# No timed assertions in tests (speed lives in bench/): hypothesis's per-example deadline
+# (200 ms) and its too-slow health check are such assertions, and fail at random on a
+# busy 2-core machine (CI, or the server-less half of `make test` at nice 19).
+settings.register_profile("fairlane", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("fairlane")
 
 
 @pytest.fixture(scope="session")
@@ -20,6 +27,15 @@ def kafka_bootstrap() -> Iterator[str]:
     with kafka_server() as bootstrap:
         asyncio.run(ensure_topics(bootstrap))
         yield bootstrap
+
+
+@pytest.fixture(scope="session")
+def sasl_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureKafka]:
+    """The SASL_SSL broker with the project's users and ACLs (tests/secure_kafka.py),
+    started once for every test that needs one, with the wire topics (the operator's)."""
+    with secure_kafka(tmp_path_factory.mktemp("kafka-sasl")) as broker:
+        asyncio.run(ensure_topics(broker.operator))
+        yield broker
 
 
 @pytest.fixture(scope="session")
@@ -39,15 +55,9 @@ def kube_plane() -> Iterator[ControlPlane]:
 @pytest.fixture
 async def database_url(postgres_dsn: str) -> AsyncIterator[str]:
     """A fresh, empty database for one test, dropped afterwards."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(postgres_dsn)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        base, _, _ = postgres_dsn.rpartition("/")
-        yield f"{base}/{name}"
-        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    url = await create_database(postgres_dsn)
+    yield url
+    await drop_database(postgres_dsn, url)
 
 
 @pytest.fixture

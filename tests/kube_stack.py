@@ -1,24 +1,32 @@
 """The real Fairlane stack for the Kubernetes tests: a simulated fleet (the agent with a
 scenario), the scorer and the scheduler as processes on real Kafka and Postgres, the
 scheduler on the port where the session's kube-scheduler expects its extender and
-talking to that control plane. The scheduler can be stopped and started again."""
+talking to that control plane. The scheduler can be stopped and started again.
+
+:func:`stack_fixture` is the one fixture every Kubernetes test module builds its stack
+with: its scenario on the session's servers, a database of its own, and the fleet's
+first scores waited for."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import tomllib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
-from tests.kube import ControlPlane, Kube
+from tests.kube import ControlPlane, Kube, wait_for
 from tests.live_stack import pipeline_env
 from tests.processes import service, wait_for_http
+from tests.servers import create_database, drop_database
 
 TOKEN = "k8s-test-admin-token"
 
@@ -101,3 +109,38 @@ def fairlane_stack(
                 yield stack
         finally:
             stack.stop_scheduler()
+
+
+def stack_fixture(
+    prefix: str, scenario: str, scheduler_settings: dict[str, str] | None = None
+) -> Callable[..., Iterator[FairlaneStack]]:
+    """A module-scoped fixture named ``fairlane`` (assign it to that name): the stack of
+    ``scenario`` (node names ``<prefix>-<pid>-NNNN``) on the session's control plane and
+    Kafka, with a fresh database, once the scheduler knows every GPU of the fleet."""
+    fleet = tomllib.loads(scenario)["fleet"]
+
+    @pytest.fixture(scope="module", name="fairlane")
+    def fixture(
+        kube_plane: ControlPlane,
+        kafka_bootstrap: str,
+        postgres_dsn: str,
+        tmp_path_factory: pytest.TempPathFactory,
+    ) -> Iterator[FairlaneStack]:
+        tmp, nodes = tmp_path_factory.mktemp(prefix), f"{prefix}-{os.getpid()}"
+        database_url = asyncio.run(create_database(postgres_dsn))
+        try:
+            with fairlane_stack(
+                kube_plane, kafka_bootstrap, database_url, tmp, nodes, scenario, scheduler_settings
+            ) as stack:
+
+                def scored() -> bool:
+                    known = {s["node"]: s["gpus"] for s in stack.api("/v1/nodes")}
+                    wanted = range(fleet["nodes"])
+                    return all(known.get(stack.node(n)) == fleet["gpus_per_node"] for n in wanted)
+
+                wait_for("the fleet's first scores", scored, 120)
+                yield stack
+        finally:
+            asyncio.run(drop_database(postgres_dsn, database_url))
+
+    return fixture

@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
+from aiokafka import AIOKafkaProducer
 from fastapi import FastAPI
 
+from fairlane_events.codec import encode
+from fairlane_events.records import GpuScore
+from fairlane_events.topics import GPU_SCORES
 from fairlane_scheduler.app import create_app
 from fairlane_scheduler.settings import SchedulerSettings
+from tests.factories import GIB, gpu_score
 
 
 @asynccontextmanager
@@ -33,3 +39,36 @@ async def wait_for_node(app: FastAPI, node: str, gpus: int = 1, timeout_s: float
     while sum(g.node == node for g in app.state.runtime.fleet.gpus.values()) < gpus:
         assert time.monotonic() < deadline, f"scores of {node} never reached the fleet view"
         await asyncio.sleep(0.2)
+
+
+def node_scores(
+    node: str, gpus: Sequence[tuple[str, float, float]], *, speed: float, **extra: Any
+) -> list[GpuScore]:
+    """A score record per GPU of ``node``, given as (model, score, memory GiB); index =
+    position, uuid ``GPU-<node>-<index>``, effective capacity = score x ``speed``."""
+    return [
+        gpu_score(
+            node=node,
+            uuid=f"GPU-{node}-{i}",
+            index=i,
+            model=model,
+            score=score,
+            speed=speed,
+            effective_capacity=score * speed,
+            mem_total_bytes=int(mem_gib * GIB),
+            **extra,
+        )
+        for i, (model, score, mem_gib) in enumerate(gpus)
+    ]
+
+
+async def publish(bootstrap: str, records: Iterable[GpuScore]) -> None:
+    """Onto the scores topic, keyed by uuid: sent together, then every send awaited."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    await producer.start()
+    try:
+        sent = [await producer.send(GPU_SCORES, encode(r), key=r.uuid.encode()) for r in records]
+        for delivery in sent:
+            await delivery
+    finally:
+        await producer.stop()

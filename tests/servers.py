@@ -14,8 +14,11 @@ import contextlib
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+
+import asyncpg
 
 ROOT = Path(__file__).resolve().parents[1]
 TEST_KAFKA_PORT = os.environ.get("FAIRLANE_TEST_KAFKA_PORT", "29092")
@@ -96,3 +99,24 @@ def postgres_server() -> Iterator[str]:
     else:
         with local_server("postgres.sh", {"PG_PORT": TEST_PG_PORT, "PG_DATABASE": "fairlane"}):
             yield f"postgresql://postgres@127.0.0.1:{TEST_PG_PORT}/fairlane"
+
+
+async def create_database(dsn: str) -> str:
+    """A new, empty database on ``dsn``'s server: its DSN (drop it with drop_database)."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(dsn)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    base, _, _ = dsn.rpartition("/")
+    return f"{base}/{name}"
+
+
+async def drop_database(dsn: str, database_url: str) -> None:
+    """Drop what create_database(``dsn``) made, its open connections too."""
+    admin = await asyncpg.connect(dsn)
+    try:
+        await admin.execute(f'DROP DATABASE "{database_url.rpartition("/")[2]}" WITH (FORCE)')
+    finally:
+        await admin.close()

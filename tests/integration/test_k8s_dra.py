@@ -11,7 +11,6 @@ classic ``nvidia.com/gpu: 2`` limit is allocated from DRA devices too.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,8 +22,8 @@ from fairlane_events.topics import PLACEMENTS
 from fairlane_scheduler.adapters.scores import read_from_beginning
 from fairlane_scheduler.core.device_taints import TAINT_KEY
 from fairlane_scheduler.kube.device_taints import RULES
-from tests.kube import ControlPlane, Kube, wait_for
-from tests.kube_stack import FairlaneStack, fairlane_stack
+from tests.kube import Kube, wait_for
+from tests.kube_stack import FairlaneStack, stack_fixture
 
 DRIVER = "gpu.nvidia.com"
 CLASS = "fairlane-test-gpu"
@@ -76,40 +75,33 @@ def resource_slice(node: str, gpus: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+fairlane = stack_fixture(
+    "dra",
+    SCENARIO,
+    {"FAIRLANE_KUBE_DEVICE_TAINTS": "true", "FAIRLANE_KUBE_DEVICE_TAINTS_INTERVAL_S": "1"},
+)
+
+
 @pytest.fixture(scope="module")
-def stack(
-    kube_plane: ControlPlane,
-    kafka_bootstrap: str,
-    postgres_dsn: str,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[FairlaneStack]:
-    tmp, prefix = tmp_path_factory.mktemp("dra"), f"dra-{os.getpid()}"
-    taints = {"FAIRLANE_KUBE_DEVICE_TAINTS": "true", "FAIRLANE_KUBE_DEVICE_TAINTS_INTERVAL_S": "1"}
-    with fairlane_stack(
-        kube_plane, kafka_bootstrap, postgres_dsn, tmp, prefix, SCENARIO, taints
-    ) as s:
-        node = s.node(0)
-        gpus = wait_for(
-            "the node's scores",
-            lambda: (g := s.api(f"/v1/nodes/{node}").get("gpus")) and len(g) == 4 and g,
-            120,
-        )
-        s.kube.gpu_node(node, 0)  # a DRA node: no device-plugin resource
-        s.kube.ok("POST", "/apis/resource.k8s.io/v1/resourceslices", resource_slice(node, gpus))
-        device_class = {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": CLASS},
-            "spec": {
-                "selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}],
-                "extendedResourceName": "nvidia.com/gpu",
-            },
-        }
-        s.kube.ok("POST", "/apis/resource.k8s.io/v1/deviceclasses", device_class)
-        try:
-            yield s
-        finally:
-            remove_dra_objects(s.kube, node)
+def stack(fairlane: FairlaneStack) -> Iterator[FairlaneStack]:
+    s, node = fairlane, fairlane.node(0)
+    gpus = s.api(f"/v1/nodes/{node}")["gpus"]
+    s.kube.gpu_node(node, 0)  # a DRA node: no device-plugin resource
+    s.kube.ok("POST", "/apis/resource.k8s.io/v1/resourceslices", resource_slice(node, gpus))
+    device_class = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": CLASS},
+        "spec": {
+            "selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}],
+            "extendedResourceName": "nvidia.com/gpu",
+        },
+    }
+    s.kube.ok("POST", "/apis/resource.k8s.io/v1/deviceclasses", device_class)
+    try:
+        yield s
+    finally:
+        remove_dra_objects(s.kube, node)
 
 
 def remove_dra_objects(kube: Kube, node: str) -> None:

@@ -9,14 +9,12 @@ The tests run in order on one stack (module scope), each leaving no pod behind.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from functools import partial
 
 import pytest
 
-from tests.kube import ControlPlane, Kube, wait_for
-from tests.kube_stack import FairlaneStack, fairlane_stack
+from tests.kube import Kube, wait_for
+from tests.kube_stack import FairlaneStack, stack_fixture
 
 SCENARIO = """
 name = "k8s: a hot corner and a node that recovers"
@@ -45,24 +43,21 @@ clock_factor = 0.3
 """
 
 
+fairlane = stack_fixture("k8s", SCENARIO)
+
+
 @pytest.fixture(scope="module")
-def stack(
-    kube_plane: ControlPlane,
-    kafka_bootstrap: str,
-    postgres_dsn: str,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[FairlaneStack]:
-    tmp, prefix = tmp_path_factory.mktemp("k8s"), f"k8s-{os.getpid()}"
-    with fairlane_stack(kube_plane, kafka_bootstrap, postgres_dsn, tmp, prefix, SCENARIO) as s:
-        for n in range(3):
-            s.kube.gpu_node(s.node(n), 8)
+def stack(fairlane: FairlaneStack) -> FairlaneStack:
+    s = fairlane
+    for n in range(3):
+        s.kube.gpu_node(s.node(n), 8)
 
-        def ready() -> bool:  # node 0: 5 qualifying GPUs, node 1: none, before any pod
-            held_out = s.gpu_states(1)
-            return s.gpu_states(0).get("free") == 5 and bool(held_out) and "free" not in held_out
+    def ready() -> bool:  # node 0: 5 qualifying GPUs, node 1: none, before any pod
+        held_out = s.gpu_states(1)
+        return s.gpu_states(0).get("free") == 5 and bool(held_out) and "free" not in held_out
 
-        wait_for("the fleet's first scores", ready, 120)
-        yield s
+    wait_for("node 0's 5 qualifying GPUs, none on node 1", ready, 120)
+    return s
 
 
 def bound(kube: Kube, names: list[str]) -> dict[str, str]:

@@ -13,15 +13,14 @@ from typing import Any
 
 import httpx
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from fairlane_events.codec import decode, encode
+from fairlane_events.codec import decode
 from fairlane_events.records import PlacementEvent
-from fairlane_events.topics import GPU_SCORES, PLACEMENTS, STREAM_PARTITIONS
+from fairlane_events.topics import PLACEMENTS, STREAM_PARTITIONS
 from fairlane_scheduler.core.node_summary import FREE
 from fairlane_scheduler.settings import SchedulerSettings
-from tests.factories import GIB, gpu_score
-from tests.scheduler_harness import running_scheduler, wait_for_node
+from tests.scheduler_harness import node_scores, publish, running_scheduler, wait_for_node
 
 pytestmark = pytest.mark.integration
 
@@ -29,24 +28,10 @@ pytestmark = pytest.mark.integration
 async def publish_scores(
     bootstrap: str, node: str, scores: list[float], model: str = "NVIDIA B200"
 ) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
-    await producer.start()
-    try:
-        now = int(time.time() * 1000)
-        for i, score in enumerate(scores):
-            record = gpu_score(
-                node=node,
-                uuid=f"GPU-{node}-{i}",
-                index=i,
-                model=model,
-                score=score,
-                speed=6.0,
-                mem_total_bytes=180 * GIB,
-                ts_ms=now,
-            )
-            await producer.send_and_wait(GPU_SCORES, encode(record), key=record.uuid.encode())
-    finally:
-        await producer.stop()
+    now = int(time.time() * 1000)
+    await publish(
+        bootstrap, node_scores(node, [(model, s, 180) for s in scores], speed=6.0, ts_ms=now)
+    )
 
 
 @pytest.fixture

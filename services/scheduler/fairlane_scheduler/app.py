@@ -208,6 +208,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 clock_ms=now_ms,
                 is_fleet_ready=_readiness(follower, fleet, policy, fresh_gpus),
                 batch_max=settings.group_commit_max,
+                summaries_from_nodes=settings.summaries_from_nodes,
             )
             live_gpus = LiveGpusCache(
                 service.resync,

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import replace
 
-from fairlane_scheduler.core.decision import decide
+from fairlane_scheduler.core.decision import SUMMARIES_FROM_NODES, decide
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.ledger import Holding, Ledger
 from fairlane_scheduler.core.master_port import PortRange
@@ -58,6 +58,7 @@ class PlacementService:
         is_fleet_ready: Callable[[], bool],
         new_id: Callable[[], str] = _new_id,
         batch_max: int = BATCH_MAX,  # a write this full leaves at once
+        summaries_from_nodes: int = SUMMARIES_FROM_NODES,
     ) -> None:
         self._store = store
         self._fleet = fleet
@@ -67,7 +68,9 @@ class PlacementService:
         self._is_fleet_ready = is_fleet_ready
         self._new_id = new_id
         self.ledger = Ledger(fleet)
-        self._summaries = NodeSummaries()  # the fleet per node, for this policy's decisions
+        #: The fleet per node, for this policy's decisions from summaries_from_nodes nodes up.
+        self.summaries = NodeSummaries()
+        self._summaries_from_nodes = summaries_from_nodes
         self._commits = GroupCommit(store, ports, batch_max)
         self._ends = GroupEnd(store, batch_max)
         self._quotas: dict[str, Quota] = {}
@@ -235,13 +238,14 @@ class PlacementService:
         placement = decide(
             request,
             fleet=self._fleet,
-            summaries=self._summaries,
+            summaries=self.summaries,
             ledger=self.ledger,
             quota=self._quotas.get(request.namespace),
             policy=self._policy,
             ports=self._ports,
             placement_id=placement_id,
             now_ms=self._clock_ms(),
+            summaries_from_nodes=self._summaries_from_nodes,
         )
         self.ledger.reserve(Holding.of(placement))
         return placement

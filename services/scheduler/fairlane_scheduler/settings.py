@@ -8,6 +8,7 @@ from pydantic import AliasChoices, DirectoryPath, Field, FilePath, SecretStr, mo
 
 from fairlane_runtime.settings import ServiceSettings
 from fairlane_scheduler.adapters.pg_tls import SslMode
+from fairlane_scheduler.core.decision import SUMMARIES_FROM_NODES
 from fairlane_scheduler.group_commit import BATCH_MAX
 
 __all__ = ["SchedulerSettings"]
@@ -64,6 +65,12 @@ class SchedulerSettings(ServiceSettings):
         ge=0,
         le=1,
         description="fastest: gangs whose slowest capacities differ by less are ties (0: exact)",
+    )
+    summaries_from_nodes: int = Field(
+        SUMMARIES_FROM_NODES,
+        ge=1,
+        description="decide placements from per-node summaries from this many nodes up, "
+        "below it by a full scan of the fleet (the same decision; only the cost differs)",
     )
     expiry_interval_s: float = Field(
         1.0, gt=0, description="how often leases expire and pending requests are retried"

@@ -23,7 +23,8 @@ __all__ = ["SUMMARIES_FROM_NODES", "decide"]
 
 #: Below this many nodes the full scan is cheaper than refreshing the summaries of the
 #: nodes that changed (same decision; 0.11 vs 0.25 ms at 125 nodes, 2.0 vs 0.65 ms at
-#: 12,500, with 16 placements' holds changing between two decisions).
+#: 12,500, with 16 placements' holds changing between two decisions). The default of
+#: the scheduler's ``summaries_from_nodes`` setting.
 SUMMARIES_FROM_NODES = 512
 
 
@@ -38,9 +39,11 @@ def decide(
     ports: PortRange,
     placement_id: str,
     now_ms: int,
+    summaries_from_nodes: int = SUMMARIES_FROM_NODES,
 ) -> Placement:
     """The placement of ``request``, or :class:`QuotaExceededError` (the namespace may not
-    take what it asks) or :class:`NoCapacityError` (nothing fits now)."""
+    take what it asks) or :class:`NoCapacityError` (nothing fits now). The choice reads
+    ``summaries`` on a fleet of at least ``summaries_from_nodes`` nodes, else scans it."""
     shape = JobShape(
         gpus_per_node=request.gpus_per_node,
         nodes=request.nodes,
@@ -50,7 +53,7 @@ def decide(
     )
     if quota is not None:
         shape = replace(shape, models=_allowed_models(request, shape, quota, ledger, fleet))
-    if len(fleet.nodes) >= SUMMARIES_FROM_NODES:
+    if len(fleet.nodes) >= summaries_from_nodes:
         choice = choose_on_summaries(fleet, summaries, shape, policy, now_ms)
     else:
         choice = choose(fleet, shape, policy, fleet.held_rows(), now_ms)

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# `make test`: the tests that need no server (tests/unit, tests/property, tests/contract)
+# run at nice 19 beside the ones that start servers (tests/integration, tests/e2e).
+#
+# Why: on a 2-core machine the server half spends most of its wall time waiting — for a
+# broker stopped 60 s, a throttled node's recovery window, a minute of live placements,
+# processes starting — while the other half is CPU-bound and waits for nothing. Side by
+# side the CPU-bound half fills the idle CPU; at nice 19 the scheduler hands the CPU to
+# the server half's processes whenever they want it, so their timing stays what it is
+# when they run alone. Each half's output is printed whole (the server half's as it
+# runs, the other's after it), with its own summary.
+#
+# Arguments are pytest's, for both halves. With a test path among them, that path runs
+# alone in one pytest, as `pytest ARGS` would. Exit: non-zero when either half fails;
+# pytest's "no tests collected" (5) counts as a failure only when both collected none.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PY=${PY:-.venv/bin/python}
+
+no_tests() {
+    echo "make test: pytest collected no tests" >&2
+    exit 1
+}
+
+for arg in "$@"; do
+    if [[ $arg != -* && -e ${arg%%::*} ]]; then  # a path: run just what was asked
+        "$PY" -m pytest "$@"
+        rc=$?
+        [[ $rc -eq 5 ]] && no_tests
+        exit "$rc"
+    fi
+done
+
+log=$(mktemp "${TMPDIR:-/tmp}/fairlane-unit-tests.XXXXXX")
+# Its tests wait for the CPU at nice 19, so their hang guard (pytest-timeout) is longer.
+nice -n 19 "$PY" -m pytest tests/unit tests/property tests/contract --timeout=900 "$@" \
+    >"$log" 2>&1 &
+unit=$!
+trap 'kill "$unit" 2>/dev/null; rm -f "$log"' EXIT
+
+"$PY" -m pytest tests/integration tests/e2e "$@"
+servers=$?
+wait "$unit"
+serverless=$?
+echo
+echo "======== the tests that need no server (tests/unit, tests/property, tests/contract) ========"
+cat "$log"
+
+if [[ $servers -eq 5 && $serverless -eq 5 ]]; then
+    no_tests
+fi
+for rc in "$servers" "$serverless"; do
+    if [[ $rc -ne 0 && $rc -ne 5 ]]; then
+        exit "$rc"
+    fi
+done
