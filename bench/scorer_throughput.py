@@ -155,6 +155,12 @@ def metric(url: str, name: str) -> float:
     return 0.0
 
 
+def batch_totals(url: str) -> tuple[float, float]:
+    """Records in all batches so far, and how many batches."""
+    name = "fairlane_scorer_batch_records"
+    return metric(url, f"{name}_sum"), metric(url, f"{name}_count")
+
+
 async def scored_rate(url: str, total: int, timeout_s: float = 900) -> float:
     """GPU-samples/s between the first and the last scored sample."""
     name = "fairlane_scorer_gpu_samples_scored_total"
@@ -236,15 +242,19 @@ async def run(args: argparse.Namespace) -> None:
         profile = Path(tmp) / "scorer.prof" if args.profile else None
         with scorer(args.bootstrap, app_id, args.port, Path(tmp), profile) as url:
             rate = await scored_rate(url, gpu_samples)
+            backlog = batch_totals(url)
             scores, raw = await latencies(
                 args.bootstrap, prefix + "-lat", args.latency_rate, args.latency_s, args.gpus
             )
+            steady = [b - a for a, b in zip(backlog, batch_totals(url), strict=True)]
         print(f"records {len(records)} x {args.gpus} GPUs = {gpu_samples} GPU-samples")
         print(f"raw aiokafka consumer: {raw_rate:,.0f} GPU-samples/s")
         print(
             f"scorer (1 worker):     {rate:,.0f} GPU-samples/s = {rate / raw_rate:.3f} x raw, "
             f"{rate / TARGET_GPU_SAMPLES_S:.2f} x the 20,000/s target"
         )
+        for phase, (n, batches) in (("backlog", backlog), ("steady flow", steady)):
+            print(f"records per batch, {phase}: {n / max(batches, 1):.1f} (mean)")
         for name, values in (("score", scores), ("raw", raw)):
             p50, p99 = np.percentile(values, [50, 99]) * 1000 if values else (float("nan"),) * 2
             at = f"at {args.latency_rate:g} records/s"
