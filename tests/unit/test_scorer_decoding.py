@@ -73,7 +73,7 @@ def test_decode_accepts_and_gives_what_the_reference_does(data: bytes) -> None:
 
 
 def test_a_rejected_record_is_told_in_the_same_words_as_before() -> None:
-    with pytest.raises(DecodeError, match="^not JSON: "):
+    with pytest.raises(DecodeError, match=r"^not JSON: "):
         decode(NodeSample, CASES["NaN"])  # pydantic-core alone would blame temp_c
     with pytest.raises(DecodeError, match=r"^gpus\.0\.index: Input should be less than 1024"):
         decode(NodeSample, CASES["huge integer"])
