@@ -9,7 +9,9 @@ Not a test. Needs a Kafka broker (the test one works):
 1. Throughput: nodes x rounds records (gpus GPUs each) are produced first; a raw consumer
    reads them (no decoding) and then a fresh scorer worker (its consumer group committed
    at the topic's end beforehand) scores them; the rate is taken from its /metrics
-   counter between the first and the last scored sample, so start-up is excluded.
+   counter between the first and the last scored sample, so start-up is excluded, with
+   the scorer process's CPU seconds over the same span (GPU-samples per CPU-second: what
+   a shared machine's other load changes least) and the mean records per batch.
 2. Latency: the same scorer, then records at a fixed rate; the p50/p99 from a record's
    produce time to its score record, and to the raw consumer seeing the record.
 """
@@ -125,10 +127,16 @@ async def raw_read_s(bootstrap: str, start: dict[TopicPartition, int], count: in
         await consumer.stop()
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all threads) process ``pid`` has used (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
 def scorer(
     bootstrap: str, app_id: str, port: int, tmp: Path, profile: Path | None
-) -> Iterator[str]:
+) -> Iterator[tuple[str, int]]:
     env = {
         **os.environ,
         "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
@@ -141,7 +149,7 @@ def scorer(
     with (tmp / "scorer.log").open("wb") as log:
         proc = subprocess.Popen([*prefix, "-m", "fairlane_scorer"], env=env, stdout=log, stderr=log)
         try:
-            yield f"http://127.0.0.1:{port}"
+            yield f"http://127.0.0.1:{port}", proc.pid
         finally:
             proc.terminate()
             proc.wait(timeout=60)
@@ -155,17 +163,28 @@ def metric(url: str, name: str) -> float:
     return 0.0
 
 
-async def scored_rate(url: str, total: int, timeout_s: float = 900) -> float:
-    """GPU-samples/s between the first and the last scored sample."""
+def batch_totals(url: str) -> tuple[float, float]:
+    """Records in all batches so far, and how many batches."""
+    name = "fairlane_scorer_batch_records"
+    return metric(url, f"{name}_sum"), metric(url, f"{name}_count")
+
+
+async def scored_rate(
+    url: str, pid: int, total: int, timeout_s: float = 900
+) -> tuple[float, float]:
+    """GPU-samples/s between the first and the last scored sample, and per CPU-second
+    of the scorer process over the same span (what a shared machine's other load
+    changes least)."""
     name = "fairlane_scorer_gpu_samples_scored_total"
     deadline = time.monotonic() + timeout_s
-    first: tuple[float, float] | None = None
+    first: tuple[float, float, float] | None = None
     while time.monotonic() < deadline:
-        n, now = metric(url, name), time.perf_counter()
+        n, now, cpu = metric(url, name), time.perf_counter(), cpu_s(pid)
         if n > 0 and first is None:
-            first = (now, n)
+            first = (now, n, cpu)
         if n >= total and first is not None:
-            return (n - first[1]) / max(now - first[0], 1e-9)
+            done = n - first[1]
+            return done / max(now - first[0], 1e-9), done / max(cpu - first[2], 1e-9)
         await asyncio.sleep(0.2)
     raise TimeoutError(f"scored {metric(url, name)} of {total}")
 
@@ -234,17 +253,25 @@ async def run(args: argparse.Namespace) -> None:
     raw_rate = gpu_samples / raw_s
     with tempfile.TemporaryDirectory() as tmp:
         profile = Path(tmp) / "scorer.prof" if args.profile else None
-        with scorer(args.bootstrap, app_id, args.port, Path(tmp), profile) as url:
-            rate = await scored_rate(url, gpu_samples)
+        with scorer(args.bootstrap, app_id, args.port, Path(tmp), profile) as (url, pid):
+            rate, per_cpu_s = await scored_rate(url, pid, gpu_samples)
+            backlog = batch_totals(url)
             scores, raw = await latencies(
                 args.bootstrap, prefix + "-lat", args.latency_rate, args.latency_s, args.gpus
             )
+            steady = [b - a for a, b in zip(backlog, batch_totals(url), strict=True)]
         print(f"records {len(records)} x {args.gpus} GPUs = {gpu_samples} GPU-samples")
         print(f"raw aiokafka consumer: {raw_rate:,.0f} GPU-samples/s")
         print(
             f"scorer (1 worker):     {rate:,.0f} GPU-samples/s = {rate / raw_rate:.3f} x raw, "
             f"{rate / TARGET_GPU_SAMPLES_S:.2f} x the 20,000/s target"
         )
+        print(
+            f"scorer per CPU-second: {per_cpu_s:,.0f} GPU-samples "
+            f"({1e6 / per_cpu_s:.1f} us of the worker's CPU per GPU-sample)"
+        )
+        for phase, (n, batches) in (("backlog", backlog), ("steady flow", steady)):
+            print(f"records per batch, {phase}: {n / max(batches, 1):.1f} (mean)")
         for name, values in (("score", scores), ("raw", raw)):
             p50, p99 = np.percentile(values, [50, 99]) * 1000 if values else (float("nan"),) * 2
             at = f"at {args.latency_rate:g} records/s"

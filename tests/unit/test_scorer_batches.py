@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any, cast
 
 import faust
+import pytest
 from faust.types import TP, Message
 
 from fairlane_events.topics import NODE_SAMPLES
@@ -121,3 +122,92 @@ async def test_a_record_of_an_earlier_generation_is_not_processed() -> None:
     assert handled == [(10, 2)]
     assert consumer.released_offsets == [10]
     assert consumer.ledger.advance(TP3) == 11
+
+
+class HeldProducer:
+    """A producer whose deliveries the test acknowledges (or fails) one by one."""
+
+    def __init__(self) -> None:
+        self.pending: dict[bytes, asyncio.Future[None]] = {}
+
+    async def send(self, topic: str, key: bytes, *args: Any) -> asyncio.Future[None]:
+        future = self.pending[key] = asyncio.get_running_loop().create_future()
+        return future
+
+    def ack(self, *keys: bytes) -> None:
+        for key in keys:
+            self.pending[key].set_result(None)
+
+
+async def settle_loop() -> None:
+    for _ in range(50):  # enough rounds of the event loop for the batches to move on
+        await asyncio.sleep(0)
+
+
+def pipelined(
+    consumer: Consumer, producer: HeldProducer, handled: list[int]
+) -> tuple[Batches, asyncio.Queue[faust.EventT[Any]]]:
+    async def handle(events: list[faust.EventT[Any]], out: Deliveries) -> None:
+        for e in events:
+            handled.append(e.message.offset)
+            await out.send("out", str(e.message.offset).encode(), b"")
+
+    batches = Batches(
+        handle,
+        consumer=cast(ScorerConsumer, consumer),
+        producer=cast(Any, producer),
+        max_records=2,
+        within_s=0.0,
+        on_gap=lambda: None,
+    )
+    return batches, asyncio.Queue()
+
+
+async def test_the_next_batch_is_scored_while_the_last_one_is_delivered() -> None:
+    """Two batches in flight, reported processed in order, each only once the broker
+    has what it produced: a commit never passes a record whose output may be lost."""
+    consumer, producer, handled = Consumer(), HeldProducer(), list[int]()
+    batches, queue = pipelined(consumer, producer, handled)
+    task = asyncio.create_task(batches.run(queue))
+    try:
+        for offset in (10, 11):
+            queue.put_nowait(cast(faust.EventT[Any], Event(offset, generation=1)))
+        await settle_loop()
+        for offset in (12, 13):
+            queue.put_nowait(cast(faust.EventT[Any], Event(offset, generation=1)))
+        await settle_loop()
+        assert handled == [10, 11, 12, 13]  # the second batch did not wait for the first
+        for offset in (14, 15):
+            queue.put_nowait(cast(faust.EventT[Any], Event(offset, generation=1)))
+        await settle_loop()
+        assert handled == [10, 11, 12, 13]  # but a third waits: one batch delivering
+        producer.ack(b"12", b"13")
+        await settle_loop()
+        assert consumer.ledger.advance(TP3) is None  # the first batch is not delivered
+        producer.ack(b"10")
+        await settle_loop()
+        assert consumer.ledger.advance(TP3) is None  # nor all of it
+        producer.ack(b"11")
+        await settle_loop()
+        assert consumer.ledger.advance(TP3) == 14  # both, in order
+        assert handled == [10, 11, 12, 13, 14, 15]
+        producer.ack(b"14", b"15")
+        await asyncio.wait_for(queue.join(), 10)  # events are done once reported
+        assert consumer.ledger.advance(TP3) == 16
+    finally:
+        task.cancel()
+
+
+async def test_a_failed_delivery_stops_the_batches_and_nothing_is_reported() -> None:
+    consumer, producer, handled = Consumer(), HeldProducer(), list[int]()
+    batches, queue = pipelined(consumer, producer, handled)
+    task = asyncio.create_task(batches.run(queue))
+    for offset in (10, 11):
+        queue.put_nowait(cast(faust.EventT[Any], Event(offset, generation=1)))
+    await settle_loop()
+    producer.ack(b"10")
+    producer.pending[b"11"].set_exception(RuntimeError("broker said no"))
+    with pytest.raises(ExceptionGroup) as failed:
+        await asyncio.wait_for(task, 10)
+    assert failed.group_contains(RuntimeError, match="broker said no")
+    assert consumer.ledger.advance(TP3) is None

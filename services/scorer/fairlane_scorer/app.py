@@ -147,9 +147,10 @@ def _agents(app: faust.App, settings: ScorerSettings, metrics: ScorerMetrics) ->
 def _observe(
     app: faust.App, metrics: ScorerMetrics, events: list[faust.EventT[Any]], t0: float
 ) -> None:
-    """Per record of a batch: its share of the batch's time, its age; the lag behind
+    """The batch's size; per record: its share of the batch's time, its age; the lag behind
     each partition's high watermark after the batch."""
     per_record = (time.perf_counter() - t0) / max(1, len(events))
+    metrics.batch_records.observe(len(events))
     now = time.time()
     last = {}
     for event in events:

@@ -2,10 +2,14 @@
 
 The agent's coroutine only moves events from the stream into a bounded queue; a second
 task takes what the queue holds (up to ``max_records``, waiting at most ``within_s`` to
-fill a batch), runs the handler, waits until the broker has acknowledged everything the
-batch produced (:class:`~fairlane_scorer.delivery.Deliveries`), and only then reports
-the batch's records processed to the consumer, whose commit never passes an offset that
-is not (:mod:`fairlane_scorer.consumer`).
+fill a batch), runs the handler and hands what the batch produced to the producer
+(:class:`~fairlane_scorer.delivery.Deliveries`). Once the broker has acknowledged all of
+it, and not before, the batch's records are reported processed to the consumer, whose
+commit never passes an offset that is not (:mod:`fairlane_scorer.consumer`). Two batches
+are in flight: the next one is scored while the broker acknowledges the last one, and
+batches are reported in order; a failed delivery stops the agent with nothing of its
+batch reported. (One batch at a time, a steady flow of small batches waited a broker
+round trip per batch and fell behind at well under the backlog rate.)
 
 Each partition's records are processed strictly in offset order from its committed
 position (:class:`~fairlane_scorer.core.offsets.InOrder`): a record read again after a
@@ -95,9 +99,18 @@ class Batches:
     on_gap: Callable[[], None]
 
     async def run(self, queue: asyncio.Queue[faust.EventT[Any]]) -> None:
+        """Take the queue's events a batch at a time, for good; a failed delivery ends it
+        (and the agent) at once."""
+        async with asyncio.TaskGroup() as reports:
+            await self._run(queue, reports)
+
+    async def _run(
+        self, queue: asyncio.Queue[faust.EventT[Any]], reports: asyncio.TaskGroup
+    ) -> None:
         order: InOrder[TP] = InOrder()
         holes: dict[TP, tuple[int, float]] = {}  # where each partition was sought back to
         passed_over: set[TP] = set()  # partitions with records read during a rebalance
+        previous: asyncio.Task[None] | None = None  # the last batch, until it is reported
         while True:
             timeout = RESEEK_S if holes or passed_over else None
             events = await _next_batch(queue, self.max_records, self.within_s, timeout)
@@ -123,15 +136,38 @@ class Batches:
                 expected = order.expected(tp)
                 if verdict == InOrder.HOLE and expected is not None:
                     await self._hole(tp, expected, offset, holes)
-            if taken:
-                deliveries = Deliveries(self.producer)
-                await self.handle(taken, deliveries)
-                await deliveries.settle()
-                self.consumer.processed(event.message for event in taken)
-            for _ in events:
-                queue.task_done()
+            acked = await self._handle(taken) if taken else None
+            if previous is not None:
+                await previous  # the batch before is reported first
+                previous = None
+            if acked is None:
+                for _ in events:
+                    queue.task_done()
+            else:
+                previous = reports.create_task(self._report(acked, taken, len(events), queue))
             if self.consumer.owned() is not None:
                 await self._seek_again(holes)
+
+    async def _handle(self, taken: list[faust.EventT[Any]]) -> Awaitable[Any]:
+        """Run the handler on a batch and hand what it produced to the producer; what
+        this returns completes when the broker has acknowledged all of it."""
+        deliveries = Deliveries(self.producer)
+        await self.handle(taken, deliveries)
+        return await deliveries.flush()
+
+    async def _report(
+        self,
+        acked: Awaitable[Any],
+        taken: list[faust.EventT[Any]],
+        count: int,
+        queue: asyncio.Queue[faust.EventT[Any]],
+    ) -> None:
+        """Once the broker has a batch's output, report its records processed (the
+        commit may pass them now) and its ``count`` events done."""
+        await acked
+        self.consumer.processed(event.message for event in taken)
+        for _ in range(count):
+            queue.task_done()
 
     async def _read_again(
         self, order: InOrder[TP], passed_over: set[TP], holes: dict[TP, tuple[int, float]]

@@ -98,12 +98,20 @@ class Deliveries:
         kafka = _kafka(self._producer)
         self._futures.append(await kafka.send_batch(batch, topic, partition=partition))
 
-    async def settle(self) -> None:
-        """Wait until the broker has acknowledged everything written so far."""
+    async def flush(self) -> Awaitable[Any]:
+        """Hand everything written so far to the producer; what it returns completes
+        when the broker has acknowledged all of it (and raises if any delivery failed).
+        Records of one partition reach the broker in the order they were written:
+        aiokafka has one request in flight per broker, and queues a partition's batches
+        behind each other."""
         for topic, partition in list(self._batches):
             await self._submit(topic, partition)
         futures, self._futures = self._futures, []
-        await asyncio.gather(*futures)
+        return asyncio.gather(*futures)
+
+    async def settle(self) -> None:
+        """Wait until the broker has acknowledged everything written so far."""
+        await (await self.flush())
 
 
 def _kafka(producer: ProducerT) -> Any:

@@ -8,6 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 __all__ = ["ScorerMetrics"]
 
+_BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
@@ -23,6 +24,7 @@ class ScorerMetrics:
     placements: Counter
     delivery_gaps: Counter
     processing_s: Histogram
+    batch_records: Histogram
     record_age_s: Histogram
     lag: Gauge
     assigned_partitions: Gauge
@@ -58,6 +60,12 @@ class ScorerMetrics:
             processing_s=Histogram(
                 "fairlane_scorer_record_seconds",
                 "processing time per node-sample record",
+                registry=r,
+            ),
+            batch_records=Histogram(
+                "fairlane_scorer_batch_records",
+                "node-sample records per batch scored together",
+                buckets=_BATCH_BUCKETS,
                 registry=r,
             ),
             record_age_s=Histogram(
