@@ -12,7 +12,6 @@ from hypothesis import HealthCheck, settings
 from fairlane_runtime.kafka import ensure_topics
 from tests.kube import ControlPlane, control_plane
 from tests.processes import free_port
-from tests.secure_kafka import SecureKafka, secure_kafka
 from tests.servers import create_database, drop_database, kafka_server, postgres_server
 
 # No timed assertions in tests (speed lives in bench/): hypothesis's per-example deadline
@@ -27,15 +26,6 @@ def kafka_bootstrap() -> Iterator[str]:
     with kafka_server() as bootstrap:
         asyncio.run(ensure_topics(bootstrap))
         yield bootstrap
-
-
-@pytest.fixture(scope="session")
-def sasl_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureKafka]:
-    """The SASL_SSL broker with the project's users and ACLs (tests/secure_kafka.py),
-    started once for every test that needs one, with the wire topics (the operator's)."""
-    with secure_kafka(tmp_path_factory.mktemp("kafka-sasl")) as broker:
-        asyncio.run(ensure_topics(broker.operator))
-        yield broker
 
 
 @pytest.fixture(scope="session")

@@ -21,10 +21,11 @@ from aiokafka import AIOKafkaConsumer
 from fairlane_events.codec import decode
 from fairlane_events.records import PlacementEvent
 from fairlane_events.topics import PLACEMENTS
+from fairlane_runtime.kafka import ensure_topics
 from fairlane_scheduler.settings import SchedulerSettings
 from tests.processes import free_port, service, wait_for_http
 from tests.scheduler_harness import running_scheduler
-from tests.secure_kafka import SecureKafka
+from tests.secure_kafka import SecureKafka, secure_kafka
 
 pytestmark = pytest.mark.e2e
 
@@ -33,12 +34,20 @@ SIM_MODELS = ("A100-80GB", "H100", "V100")
 
 
 @pytest.fixture(scope="module")
-def producers(sasl_kafka: SecureKafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureKafka]:
+    state = tmp_path_factory.mktemp("kafka-sasl-e2e")
+    with secure_kafka(state) as broker:
+        asyncio.run(ensure_topics(broker.operator))  # the operator creates the wire topics
+        yield broker
+
+
+@pytest.fixture(scope="module")
+def producers(kafka: SecureKafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     tmp = tmp_path_factory.mktemp("sasl-e2e")
     web_port = free_port()
     timing = {"FAIRLANE_INTERVAL_S": "1", "FAIRLANE_HEARTBEAT_S": "5"}
     scorer_env = {
-        **sasl_kafka.env("fairlane-scorer"),
+        **kafka.env("fairlane-scorer"),
         **timing,
         "FAIRLANE_APP_ID": f"fairlane-scorer-{PREFIX}",  # inside the scorer's prefix ACLs
         "FAIRLANE_WEB_PORT": str(web_port),
@@ -51,7 +60,7 @@ def producers(sasl_kafka: SecureKafka, tmp_path_factory: pytest.TempPathFactory)
         service(
             "fairlane_agent",
             agent_args,
-            {**sasl_kafka.env("fairlane-agent"), **timing},
+            {**kafka.env("fairlane-agent"), **timing},
             tmp / "agent.log",
         ),
     ):
@@ -86,15 +95,15 @@ async def _placement_events(
 
 
 async def test_sample_to_score_to_placement_over_sasl_ssl_with_acls(
-    sasl_kafka: SecureKafka, producers: None, database_url: str, tmp_path: Path
+    kafka: SecureKafka, producers: None, database_url: str, tmp_path: Path
 ) -> None:
     settings = SchedulerSettings(
-        kafka_bootstrap_servers=sasl_kafka.bootstrap,
+        kafka_bootstrap_servers=kafka.bootstrap,
         kafka_security_protocol="SASL_SSL",
         kafka_sasl_mechanism="SCRAM-SHA-512",
         kafka_sasl_username="fairlane-scheduler",
-        kafka_sasl_password_file=sasl_kafka.secrets / "fairlane-scheduler.password",
-        kafka_ssl_cafile=sasl_kafka.ca,
+        kafka_sasl_password_file=kafka.secrets / "fairlane-scheduler.password",
+        kafka_ssl_cafile=kafka.ca,
         database_url=database_url,
         stale_after_s=30,
         auth_disabled=True,
@@ -111,4 +120,4 @@ async def test_sample_to_score_to_placement_over_sasl_ssl_with_acls(
         answer = await client.post("/v1/placements", json=request)
         assert answer.status_code == 201, answer.text
         assert answer.json()["nodes"][0]["node"].startswith(PREFIX)
-        assert await _placement_events(sasl_kafka, answer.json()["id"]) == ["created"]
+        assert await _placement_events(kafka, answer.json()["id"]) == ["created"]

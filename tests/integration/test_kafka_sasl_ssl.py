@@ -9,6 +9,7 @@ these users nor these ACLs.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,10 +23,16 @@ from fairlane_runtime.kafka import ensure_topics
 from fairlane_runtime.kafka_security import KafkaSecurity
 from tests.factories import node_sample
 from tests.processes import failed_start
-from tests.secure_kafka import SecureKafka
+from tests.secure_kafka import SecureKafka, secure_kafka
 from tests.tls import self_signed
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureKafka]:
+    with secure_kafka(tmp_path_factory.mktemp("kafka-sasl")) as broker:
+        yield broker
 
 
 async def _send(kafka: SecureKafka, user: str, topic: str) -> None:
@@ -40,62 +47,60 @@ async def _send(kafka: SecureKafka, user: str, topic: str) -> None:
 
 
 async def test_each_principal_does_what_its_acls_allow_and_nothing_else(
-    sasl_kafka: SecureKafka,
+    kafka: SecureKafka,
 ) -> None:
-    await ensure_topics(sasl_kafka.operator)  # the operator's (topics job's) principal
-    agent = sasl_kafka.security("fairlane-agent")
+    await ensure_topics(kafka.operator)  # the operator's (topics job's) principal
+    agent = kafka.security("fairlane-agent")
     # The agent's own checks see only its topics, and create nothing.
-    assert await ensure_topics(sasl_kafka.bootstrap, security=agent) == []
-    publisher = SamplePublisher(sasl_kafka.bootstrap, security=agent)
+    assert await ensure_topics(kafka.bootstrap, security=agent) == []
+    publisher = SamplePublisher(kafka.bootstrap, security=agent)
     await publisher.start()
     try:
         assert await publisher.send_batch([node_sample("sasl-node")]) == [None]
     finally:
         await publisher.stop()
-    await _send(sasl_kafka, "fairlane-scheduler", PLACEMENTS)
-    await _send(sasl_kafka, "fairlane-scorer", GPU_SCORES)
+    await _send(kafka, "fairlane-scheduler", PLACEMENTS)
+    await _send(kafka, "fairlane-scorer", GPU_SCORES)
     for user, topic in [
         ("fairlane-agent", GPU_SCORES),  # an agent cannot forge scores
         ("fairlane-scheduler", NODE_SAMPLES),
         ("fairlane-scorer", PLACEMENTS),
     ]:
         with pytest.raises(TopicAuthorizationFailedError):
-            await _send(sasl_kafka, user, topic)
+            await _send(kafka, user, topic)
 
 
 async def test_a_wrong_password_is_one_clear_non_retryable_error(
-    sasl_kafka: SecureKafka, tmp_path: Path
+    kafka: SecureKafka, tmp_path: Path
 ) -> None:
     wrong = tmp_path / "wrong.password"
     wrong.write_text("not-the-password\n")
-    security = sasl_kafka.security("fairlane-agent", password_file=wrong)
+    security = kafka.security("fairlane-agent", password_file=wrong)
     with pytest.raises(KafkaSecurityError, match="refused the credentials of 'fairlane-agent'"):
-        await ensure_topics(sasl_kafka.bootstrap, security=security)
+        await ensure_topics(kafka.bootstrap, security=security)
 
 
 async def test_an_untrusted_broker_certificate_is_refused(
-    sasl_kafka: SecureKafka, tmp_path: Path
+    kafka: SecureKafka, tmp_path: Path
 ) -> None:
     other_ca, _ = self_signed(tmp_path, "other-ca")
-    security = KafkaSecurity(
-        **{**vars(sasl_kafka.security("fairlane-agent")), "ssl_cafile": other_ca}
-    )
+    security = KafkaSecurity(**{**vars(kafka.security("fairlane-agent")), "ssl_cafile": other_ca})
     with pytest.raises(KafkaSecurityError, match=r"certificate .* was refused"):
-        await ensure_topics(sasl_kafka.bootstrap, security=security)
+        await ensure_topics(kafka.bootstrap, security=security)
 
 
 def test_the_agent_exits_2_with_one_line_on_a_wrong_password(
-    sasl_kafka: SecureKafka, tmp_path: Path
+    kafka: SecureKafka, tmp_path: Path
 ) -> None:
     wrong = tmp_path / "wrong.password"
     wrong.write_text("not-the-password")
     code, errors = failed_start(
         "fairlane_agent",
         ["--backend", "sim", "--nodes", "1"],
-        sasl_kafka.env("fairlane-agent", password_file=wrong),
+        kafka.env("fairlane-agent", password_file=wrong),
     )
     assert code == 2
     assert errors == [
-        f"fairlane-agent: error: Kafka at {sasl_kafka.bootstrap} refused the credentials of "
+        f"fairlane-agent: error: Kafka at {kafka.bootstrap} refused the credentials of "
         "'fairlane-agent' (SCRAM-SHA-512): check kafka_sasl_username and the password"
     ]
