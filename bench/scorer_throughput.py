@@ -4,7 +4,8 @@ as a ratio to a raw aiokafka consumer reading the same records in the same run.
 Not a test. Needs a Kafka broker (the test one works):
 
     .venv/bin/python bench/scorer_throughput.py --bootstrap 127.0.0.1:29292 \
-        [--nodes 1250 --rounds 4 --gpus 8] [--latency-rate 100 --latency-s 20] [--profile]
+        [--nodes 1250 --rounds 4 --gpus 8] [--latency-rate 100 | --latency-of-max 0.8]
+        [--latency-s 20] [--profile]
 
 1. Throughput: nodes x rounds records (gpus GPUs each) are produced first; a raw consumer
    reads them (no decoding) and then a fresh scorer worker (its consumer group committed
@@ -12,8 +13,11 @@ Not a test. Needs a Kafka broker (the test one works):
    counter between the first and the last scored sample, so start-up is excluded, with
    the scorer process's CPU seconds over the same span (GPU-samples per CPU-second: what
    a shared machine's other load changes least) and the mean records per batch.
-2. Latency: the same scorer, then records at a fixed rate; the p50/p99 from a record's
-   produce time to its score record, and to the raw consumer seeing the record.
+2. Latency: the same scorer, then records at a fixed rate (``--latency-rate``, or
+   ``--latency-of-max``: that share of the rate step 1 measured in this run, since the
+   machine's speed varies between runs by more than the margin below the maximum); the
+   p50/p99 from a record's produce time to its score record, and to the raw consumer
+   seeing the record.
 """
 
 from __future__ import annotations
@@ -256,6 +260,8 @@ async def run(args: argparse.Namespace) -> None:
         with scorer(args.bootstrap, app_id, args.port, Path(tmp), profile) as (url, pid):
             rate, per_cpu_s = await scored_rate(url, pid, gpu_samples)
             backlog = batch_totals(url)
+            if args.latency_of_max is not None:
+                args.latency_rate = round(args.latency_of_max * rate / args.gpus)
             scores, raw = await latencies(
                 args.bootstrap, prefix + "-lat", args.latency_rate, args.latency_s, args.gpus
             )
@@ -294,7 +300,14 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1250)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--gpus", type=int, default=8)
-    parser.add_argument("--latency-rate", type=float, default=100.0, help="records/s")
+    load = parser.add_mutually_exclusive_group()
+    load.add_argument("--latency-rate", type=float, default=100.0, help="records/s")
+    load.add_argument(
+        "--latency-of-max",
+        type=float,
+        metavar="SHARE",
+        help="records/s: this share of the rate measured in the same run (0.8: 80 %%)",
+    )
     parser.add_argument("--latency-s", type=float, default=20.0)
     parser.add_argument("--port", type=int, default=0, help="scorer web port (0: a free one)")
     parser.add_argument("--profile", action="store_true", help="run the scorer under cProfile")

@@ -10,8 +10,8 @@
 # three runs with the spread. Logs go to $BENCH_OUT (.local/bench/<UTC time>/).
 #
 # Env: RUNS (3), BENCH_KAFKA_PORT (29396), BENCH_PG_PORT (25637), BENCH_OUT,
-#      SCORER_LOAD_RATE (records/s for the second latency run: 80 % of the measured
-#      maximum; default 80 % of the first throughput run's rate).
+#      SCORER_LOAD_RATE (records/s for the second latency run; default 80 % of the
+#      rate measured in that same run: --latency-of-max 0.8).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,19 +49,22 @@ logged() {
 }
 
 bench_scorer() {
-  local i rate
+  local i load
   logged scorer-state $PY -m bench.scorer_state
   logged scorer-state $PY -m bench.scorer_state --rss --nodes 125 --rounds 125
   for i in $(seq "$RUNS"); do
     fresh_kafka
     logged scorer $PY -m bench.scorer_throughput --bootstrap "$BOOTSTRAP"
   done
-  rate=${SCORER_LOAD_RATE:-$(grep -m1 -oP 'scorer \(1 worker\):\s+\K[0-9,]+' "$OUT/scorer.log" |
-    tr -d , | awk '{printf "%d", 0.8 * $1 / 8}')}
+  if [ -n "${SCORER_LOAD_RATE:-}" ]; then
+    load=(--latency-rate "$SCORER_LOAD_RATE")
+  else
+    load=(--latency-of-max 0.8)
+  fi
   for i in $(seq "$RUNS"); do
     fresh_kafka
     logged scorer-load $PY -m bench.scorer_throughput --bootstrap "$BOOTSTRAP" \
-      --latency-rate "$rate" --latency-s 15
+      "${load[@]}" --latency-s 15
   done
 }
 
