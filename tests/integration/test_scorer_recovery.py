@@ -14,6 +14,7 @@ import signal
 import threading
 import time
 from collections import defaultdict
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import numpy as np
@@ -27,13 +28,39 @@ from fairlane_events.records import GpuSample, GpuScore, NodeSample
 from fairlane_events.topics import NODE_SAMPLES, STREAM_PARTITIONS
 from fairlane_scoring.config import ScoreConfig
 from fairlane_scoring.reference import reference_score
-from tests.factories import gpu_sample
+from tests.factories import gpu_sample, gpu_score
+from tests.scheduler_harness import publish
 from tests.scorer_harness import Scorer, eventually, produce_samples, read_scores, run_scorer
 
 pytestmark = pytest.mark.integration
 
 NODES, ROUNDS, STEP_MS = 6, 24, 30_000
 CONFIG = ScoreConfig()  # the scorer's defaults
+
+
+@pytest.fixture
+async def retired(kafka_bootstrap: str) -> AsyncIterator[list[list[NodeSample]]]:
+    """The streams a test sends. When it ends, their GPUs are flagged stale on the
+    shared scores topic: their event times run ahead of the wall clock, so their scores
+    would stay fresh for the tests after it, and a scheduler there would place on them
+    (the live evaluation refuses to run beside a foreign fleet)."""
+    streams: list[list[NodeSample]] = []
+    yield streams
+    last = {g.uuid: (s, g) for stream in streams for s in stream for g in s.gpus}
+    await publish(
+        kafka_bootstrap,
+        [
+            gpu_score(
+                node=s.node,
+                uuid=g.uuid,
+                index=g.index,
+                model=g.model,
+                stale=True,
+                ts_ms=s.ts_ms + 1,
+            )
+            for s, g in last.values()
+        ],
+    )
 
 
 def seeded_stream(prefix: str, seed: int, count: int = ROUNDS) -> list[NodeSample]:
@@ -91,10 +118,11 @@ def last_rounds_seen(stream: list[NodeSample]) -> object:
 
 
 async def test_kill_9_mid_stream_then_restart_gives_the_uninterrupted_scores(
-    kafka_bootstrap: str, unique: str, tmp_path: Path
+    kafka_bootstrap: str, unique: str, tmp_path: Path, retired: list[list[NodeSample]]
 ) -> None:
     prefix = f"kill-{unique}"
     stream = seeded_stream(prefix, seed=7)
+    retired.append(stream)
     half = len(stream) // 2
     app_id, data = f"scorer-kill-{unique}", tmp_path / "data"
     async with read_scores(kafka_bootstrap, prefix) as reader:
@@ -151,7 +179,7 @@ async def _commit_as(bootstrap: str, group: str, offsets: dict[TopicPartition, i
 
 
 async def test_records_replayed_over_rows_that_hold_them_count_once(
-    kafka_bootstrap: str, unique: str, tmp_path: Path
+    kafka_bootstrap: str, unique: str, tmp_path: Path, retired: list[list[NodeSample]]
 ) -> None:
     """A kill -9 after a batch's rows reached the changelog and before its offsets were
     committed, at its worst: once the first half is in the changelog (committed), the
@@ -160,6 +188,7 @@ async def test_records_replayed_over_rows_that_hold_them_count_once(
     not newer than its GPU's last sample, and the scores equal the reference."""
     prefix = f"replay-{unique}"
     stream = seeded_stream(prefix, seed=9)
+    retired.append(stream)
     half = len(stream) // 2
     app_id, data = f"scorer-replay-{unique}", tmp_path / "data"
     env = {"FAIRLANE_SESSION_TIMEOUT_S": "6"}
@@ -218,7 +247,7 @@ class PacedProducer:
 
 
 async def test_a_worker_joins_and_one_is_killed_while_records_flow(
-    kafka_bootstrap: str, unique: str, tmp_path: Path
+    kafka_bootstrap: str, unique: str, tmp_path: Path, retired: list[list[NodeSample]]
 ) -> None:
     """Scale-out and failover under load: a second worker joins the group and then the
     first is SIGKILLed, records flowing all the while; the survivor takes the dead one's
@@ -226,6 +255,7 @@ async def test_a_worker_joins_and_one_is_killed_while_records_flow(
     reference for its GPU's history (no sample lost or counted twice)."""
     prefix = f"pair-{unique}"
     stream = seeded_stream(prefix, seed=8, count=2000)  # more than is ever sent
+    retired.append(stream)
     app_id = f"scorer-pair-{unique}"
     env = {"FAIRLANE_SESSION_TIMEOUT_S": "8"}
     producer = PacedProducer(kafka_bootstrap, stream, pause_s=0.25)
