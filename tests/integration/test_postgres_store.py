@@ -204,6 +204,56 @@ async def test_a_batch_commits_together_and_judges_each_placement_alone(
     assert events == 2  # job-1's and job-2's created events, nothing of the others
 
 
+async def test_a_batch_without_a_conflict_writes_each_placement_its_own_rows(
+    pool: asyncpg.Pool,
+) -> None:
+    """The batch's one-subtransaction path (0011): placements of 2, 0 (pending) and 1
+    GPUs, their allocations flattened into one array per column, each placement's rows
+    and event its own; a taken job id and a taken port answered as alone."""
+    store = PostgresStore(pool)
+    await store.create(placement(P1, "job-1", ["g1"]), REQUEST, PORTS)
+    p3, p4, p5 = (f"00000000-0000-0000-0000-00000000000{i}" for i in (3, 4, 5))
+    pending = replace(placement(p3, "job-3", ["g9"]), state="pending", nodes=(), gpu_scores={})
+    batch = [
+        (placement(P2, "job-2", ["g2", "g3"], port=29500), REQUEST),  # 29500 is job-1's
+        (pending, REQUEST),
+        (placement(p4, "job-4", ["g4"], port=29507), REQUEST),
+        (placement(p5, "job-1", ["g5"], port=29508), REQUEST),  # job-1 exists
+    ]
+    outcomes = await store.create_many(batch, PORTS)
+    assert [type(o).__name__ for o in outcomes] == ["Written", "Written", "Written", "JobTaken"]
+    ports = [
+        o.placement.nodes[0].master_port
+        for o in outcomes
+        if isinstance(o, Written) and o.placement.nodes
+    ]
+    assert ports == [29501, 29507]
+    async with pool.acquire() as conn:
+        held = await conn.fetch(
+            "SELECT placement_id::text AS p, gpu_uuid, gpu_index FROM allocations ORDER BY gpu_uuid"
+        )
+        events = await conn.fetch(
+            "SELECT placement_id::text AS p, payload->>'event' AS e,"
+            " payload->'nodes'->0->>'master_port' AS port FROM outbox ORDER BY id"
+        )
+    assert [(r["p"], r["gpu_uuid"], r["gpu_index"]) for r in held] == [
+        (P1, "g1", 0),
+        (P2, "g2", 0),
+        (P2, "g3", 1),
+        (p4, "g4", 0),
+    ]
+    assert [(r["p"], r["e"], r["port"]) for r in events] == [
+        (P1, "created", "29500"),
+        (P2, "created", "29501"),
+        (p3, "pending", None),
+        (p4, "created", "29507"),
+    ]
+    got = await store.get(p3)
+    assert got is not None
+    assert got.state == "pending"
+    assert await store.get(p5) is None
+
+
 async def test_a_batch_of_endings_answers_each_as_one_ending_would(pool: asyncpg.Pool) -> None:
     """Releases and expiries of one loop turn are ended by one statement: each answered
     in order as fairlane_end answers it, the same id twice ended once."""
@@ -276,7 +326,7 @@ async def test_events_committed_while_no_relay_runs_are_published_later(
         kafka_bootstrap,
         postgres_outage=metrics.outage("outbox relay", "postgres"),
         kafka_outage=metrics.outage("outbox relay", "kafka"),
-        idle_poll_s=0.1,
+        poll_s=0.1,
     )
     await relay.start()
     try:
@@ -290,3 +340,34 @@ async def test_events_committed_while_no_relay_runs_are_published_later(
     assert [e.event for e in events] == ["created", "released"]
     unpublished = await pool.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL")
     assert unpublished == 0
+
+
+async def test_the_relay_reads_again_at_once_only_after_a_full_batch(
+    pool: asyncpg.Pool, kafka_bootstrap: str
+) -> None:
+    """Under load the relay reads no faster than it polls, unless the backlog holds a
+    batch: five events, batches of two, a poll a minute: read two, two and one at once,
+    then wait (without the pacing it would read again at once, finding none)."""
+    store = PostgresStore(pool)
+    for i in range(5):
+        pid = f"00000000-0000-0000-0000-00000000001{i}"
+        await store.create(placement(pid, f"job-{i}", [f"g{i}"], 29500 + i), REQUEST, PORTS)
+    metrics = SchedulerMetrics.create()
+    relay = OutboxRelay(
+        pool,
+        kafka_bootstrap,
+        postgres_outage=metrics.outage("outbox relay", "postgres"),
+        kafka_outage=metrics.outage("outbox relay", "kafka"),
+        poll_s=60,
+        batch=2,
+    )
+    await relay.start()
+    try:
+        for _ in range(200):
+            if relay.published == 5:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)  # time enough for an unpaced relay's next read
+        assert (relay.published, relay.reads) == (5, 3)
+    finally:
+        await relay.stop()

@@ -4,9 +4,13 @@ At least once and in order per placement: one replica at a time holds the relay'
 advisory lock (the others stand by), reads unpublished rows in id order, sends them
 keyed by placement id (one partition per placement, idempotent producer), and marks
 them published only after Kafka acknowledged them. A crash between the send and the
-mark re-sends on the next leader: consumers must treat events idempotently. While idle
-it polls every ``idle_poll_s``: writers do not NOTIFY, which would serialise their
-commits (migration 0007 says why).
+mark re-sends on the next leader: consumers must treat events idempotently. Writers do
+not NOTIFY, which would serialise their commits (migration 0007 says why): the relay
+polls. A read that found a full batch reads again at once; any shorter one waits
+``poll_s`` first, under load too, so that an event waits at most about ``poll_s`` and
+the relay costs a few reads, marks and produce requests a second whatever the placement
+rate (reading as fast as it could cost one of each per few placements: a tenth of the
+process's time on the development VM, docs/benchmarks.md).
 
 While Postgres or Kafka is away the relay retries every ``retry_s`` and says so twice
 per dependency (gone, back: :class:`~fairlane_runtime.outage.OutageLog`), counting each
@@ -34,7 +38,7 @@ __all__ = ["OutboxRelay"]
 log = logging.getLogger("fairlane.scheduler.outbox")
 
 _LEADER_LOCK = 0x4F555458  # "OUTX"
-_BATCH = 500
+_BATCH = 1000
 # The relay holds one connection for as long as it leads; when Postgres goes away the
 # pool takes it back, and using it then raises InterfaceError ("released back to the
 # pool"): for this long-held connection, that is the outage too.
@@ -50,8 +54,9 @@ class OutboxRelay(BackgroundLoop):
         postgres_outage: OutageLog,
         kafka_outage: OutageLog,
         security: KafkaSecurity = PLAINTEXT,
-        idle_poll_s: float = 0.2,
+        poll_s: float = 0.2,
         retry_s: float = 2.0,
+        batch: int = _BATCH,
     ) -> None:
         super().__init__("outbox-relay")
         self._pool = pool
@@ -59,9 +64,11 @@ class OutboxRelay(BackgroundLoop):
         self._security = security
         self._postgres = postgres_outage
         self._kafka = kafka_outage
-        self._idle_poll_s = idle_poll_s
+        self._poll_s = poll_s
         self._retry_s = retry_s
+        self._batch = batch
         self.published = 0
+        self.reads = 0  # outbox reads while leading
         self.is_leader = False
 
     async def run(self) -> None:
@@ -101,8 +108,8 @@ class OutboxRelay(BackgroundLoop):
                 await producer.start()
                 self._kafka.succeeded()
                 while True:
-                    if not await self._relay_batch(conn, producer):
-                        await asyncio.sleep(self._idle_poll_s)
+                    if await self._relay_batch(conn, producer) < self._batch:
+                        await asyncio.sleep(self._poll_s)
             finally:
                 self.is_leader = False
                 await producer.stop()
@@ -115,8 +122,9 @@ class OutboxRelay(BackgroundLoop):
         rows = await conn.fetch(
             """SELECT id, placement_id, payload FROM outbox
                WHERE published_at IS NULL ORDER BY id LIMIT $1""",
-            _BATCH,
+            self._batch,
         )
+        self.reads += 1
         if not rows:
             return 0
         sends = [

@@ -4,6 +4,7 @@ values; what a write function answered, as a :class:`~fairlane_scheduler.storage
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -83,7 +84,7 @@ def write_args(placement: Placement, kind: EventKind, ts_ms: int) -> list[Any]:
     ]
 
 
-def outcome_of(row: asyncpg.Record, placement: Placement) -> storage.WriteOutcome:
+def outcome_of(row: Mapping[str, Any], placement: Placement) -> storage.WriteOutcome:
     outcome = row["outcome"]
     if outcome == "created":  # the database may have given another free port
         return storage.Written(with_master_port(placement, row["port"]))

@@ -3,12 +3,14 @@
 replicas: its unique indexes turn a race for a GPU or a port into
 :class:`AllocationConflictError`, and every state change writes its outbox event in the
 same transaction. A placement and a release are one statement each (the server-side
-functions of migration 0007); asyncpg prepares each statement once per connection."""
+functions of migration 0007), a batch of either too (0011: one array per column);
+asyncpg prepares each statement once per connection."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from itertools import accumulate
 from typing import Any
 
 import asyncpg
@@ -40,6 +42,8 @@ __all__ = ["PostgresStore"]
 
 _PLACE = """SELECT * FROM fairlane_place($1::uuid, $2, $3, $4::jsonb, $5, $6, $7, $8, $9, $10,
     $11, $12, $13, $14, $15::jsonb, $16::jsonb, $17, $18, $19, $20, $21)"""
+_PLACE_MANY = """SELECT * FROM fairlane_place_many($1::uuid[], $2, $3, $4::jsonb[], $5, $6, $7,
+    $8, $9, $10, $11, $12, $13, $14, $15::jsonb[], $16::jsonb[], $17, $18, $19, $20, $21, $22)"""
 _PROMOTE = """SELECT * FROM fairlane_promote($1::uuid, $2, $3, $4, $5, $6, $7, $8, $9,
     $10::jsonb, $11::jsonb, $12, $13, $14, $15, $16)"""
 _HOLDINGS = """SELECT p.id::text AS id, p.namespace, p.master_node, p.master_port,
@@ -66,6 +70,18 @@ def _place_args(placement: Placement, request: PlacementRequest) -> list[Any]:
         placement.fallback,
         *writes,
     ]
+
+
+def _place_columns(
+    batch: Sequence[tuple[Placement, PlacementRequest]], ports: PortRange
+) -> list[Any]:
+    """fairlane_place_many's arguments (0011): one array per argument of fairlane_place,
+    the allocations of all placements flattened, and where each placement's end."""
+    columns = [list(c) for c in zip(*(_place_args(p, r) for p, r in batch), strict=True)]
+    allocations = columns[14:]
+    ends = list(accumulate(len(gpus) for gpus in allocations[0]))
+    flat = [[value for per_placement in c for value in per_placement] for c in allocations]
+    return [*columns[:12], ports.first, ports.last, *columns[12:14], ends, *flat]
 
 
 class PostgresStore:
@@ -104,15 +120,13 @@ class PostgresStore:
     async def create_many(
         self, batch: Sequence[tuple[Placement, PlacementRequest]], ports: PortRange
     ) -> list[WriteOutcome | None]:
-        rows = await self._fetch(
-            "SELECT * FROM fairlane_place_batch($1::jsonb, $2, $3) ORDER BY i",
-            orjson.dumps([_place_args(p, r) for p, r in batch]).decode(),
-            ports.first,
-            ports.last,
-        )
+        (row,) = await self._fetch(_PLACE_MANY, *_place_columns(batch, ports))
+        answers = zip(row["outcomes"], row["ports"], row["details"], strict=True)
         return [
-            None if row["outcome"] == "conflict" else outcome_of(row, placement)
-            for row, (placement, _) in zip(rows, batch, strict=True)
+            None
+            if outcome == "conflict"
+            else outcome_of({"outcome": outcome, "port": port, "detail": detail}, placement)
+            for (placement, _), (outcome, port, detail) in zip(batch, answers, strict=True)
         ]
 
     async def promote(self, placement: Placement, now_ms: int, ports: PortRange) -> WriteOutcome:
@@ -147,7 +161,7 @@ class PostgresStore:
 
     async def end_many(self, endings: Sequence[Ending]) -> list[tuple[Placement | None, bool]]:
         rows = await self._fetch(
-            "SELECT * FROM fairlane_end_batch($1::uuid[], $2, $3, $4, $5, $6)",
+            "SELECT * FROM fairlane_end_many($1::uuid[], $2, $3, $4, $5, $6)",
             [e.placement_id for e in endings],
             [e.state for e in endings],
             [utc(e.now_ms) for e in endings],

@@ -1,0 +1,126 @@
+-- Group commit, cheaper for Postgres and for the scheduler. fairlane_place_batch (0008)
+-- ran every placement of a batch in a subtransaction of its own (a savepoint, a
+-- subtransaction id, its own entry in the commit record) and took its arguments as one
+-- JSON document that it parsed and unpacked element by element; fairlane_end_batch
+-- (0009) ran three statements per release. Now:
+--
+-- * fairlane_place_many takes one array per column (one element per placement; the
+--   allocations of all placements flattened, with where each placement's end) and
+--   writes the batch in ONE subtransaction. If a unique index refuses any row (a GPU
+--   or a port another replica took since the scheduler decided), that subtransaction
+--   rolls back and the batch is written again the old way, each placement in its own,
+--   so that only the placement that lost its race is refused ('conflict') and the
+--   others commit: the same answers and rows as fairlane_place_batch, in either path.
+--   The unique indexes of 0001 stay the arbiter.
+-- * fairlane_end_many ends a batch of releases with one statement per table (lock the
+--   placements in id order, so that two batches cannot deadlock; end them; free their
+--   allocations; write their events), answering each as fairlane_end (0007) would.
+--
+-- fairlane_place_batch and fairlane_end_batch stay for replicas of the previous
+-- release during a rolling upgrade.
+
+-- The new placements of a batch in one statement, in one subtransaction while no row
+-- conflicts. One row: the outcome, port and detail of each placement, in order, as
+-- fairlane_place (0007) answers them; 'conflict': a GPU or port another placement holds.
+-- The allocations of placement k are elements p_ends[k-1]+1 .. p_ends[k] of p_gpus,
+-- p_nodes, p_indices, p_scores and p_models.
+CREATE FUNCTION fairlane_place_many(
+    p_ids uuid[], p_namespaces text[], p_job_ids text[], p_requests jsonb[],
+    p_shas text[], p_states text[], p_created timestamptz[], p_leases timestamptz[],
+    p_priorities integer[], p_fallbacks boolean[], p_masters text[], p_ports integer[],
+    p_first integer, p_last integer, p_assignments jsonb[], p_payloads jsonb[],
+    p_ends integer[], p_gpus text[], p_nodes text[], p_indices integer[],
+    p_scores double precision[], p_models text[],
+    OUT outcomes text[], OUT ports integer[], OUT details jsonb[])
+LANGUAGE plpgsql AS $$
+DECLARE
+    k integer;
+    lo integer := 1;  -- where placement k's allocations start
+    o text;
+    pt integer;
+    d jsonb;
+BEGIN
+    outcomes := '{}';
+    ports := '{}';
+    details := '{}';
+    BEGIN
+        FOR k IN 1 .. cardinality(p_ids) LOOP
+            SELECT f.outcome, f.port, f.detail INTO o, pt, d
+              FROM fairlane_place(
+                  p_ids[k], p_namespaces[k], p_job_ids[k], p_requests[k], p_shas[k],
+                  p_states[k], p_created[k], p_leases[k], p_priorities[k], p_fallbacks[k],
+                  p_masters[k], p_ports[k], p_first, p_last, p_assignments[k],
+                  p_payloads[k], p_gpus[lo:p_ends[k]], p_nodes[lo:p_ends[k]],
+                  p_indices[lo:p_ends[k]], p_scores[lo:p_ends[k]],
+                  p_models[lo:p_ends[k]]) AS f;
+            outcomes := outcomes || o;
+            ports := ports || pt;
+            details := details || d;
+            lo := p_ends[k] + 1;
+        END LOOP;
+    EXCEPTION WHEN unique_violation THEN
+        -- Rolled back whole: the batch again, each placement in a subtransaction of
+        -- its own (0008), so that only the one that lost its race is refused.
+        SELECT array_agg(b.outcome ORDER BY b.i), array_agg(b.port ORDER BY b.i),
+               array_agg(b.detail ORDER BY b.i)
+          INTO outcomes, ports, details
+          FROM fairlane_place_batch((
+              SELECT jsonb_agg(jsonb_build_array(
+                         p_ids[j], p_namespaces[j], p_job_ids[j], p_requests[j],
+                         p_shas[j], p_states[j], p_created[j], p_leases[j],
+                         p_priorities[j], p_fallbacks[j], p_masters[j], p_ports[j],
+                         p_assignments[j], p_payloads[j],
+                         to_jsonb(p_gpus[s.lo:p_ends[j]]), to_jsonb(p_nodes[s.lo:p_ends[j]]),
+                         to_jsonb(p_indices[s.lo:p_ends[j]]),
+                         to_jsonb(p_scores[s.lo:p_ends[j]]),
+                         to_jsonb(p_models[s.lo:p_ends[j]])) ORDER BY j)
+                FROM generate_series(1, cardinality(p_ids)) AS j,
+                     LATERAL (SELECT CASE WHEN j = 1 THEN 1 ELSE p_ends[j - 1] + 1 END
+                                  AS lo) AS s),
+              p_first, p_last) AS b;
+    END;
+END $$;
+
+-- The endings of a batch, set-based. One row per element that fairlane_end would
+-- answer (none for no such placement in its namespace), i from 1; the same id twice is
+-- ended by the first that may end it and then reported as ended before.
+CREATE FUNCTION fairlane_end_many(
+    p_ids uuid[], p_states text[], p_ended timestamptz[], p_ts_ms bigint[],
+    p_reasons text[], p_namespaces text[])
+RETURNS TABLE (i bigint, ended boolean, placement placements)
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM placements AS x WHERE x.id = ANY (p_ids) ORDER BY x.id FOR UPDATE;
+    RETURN QUERY
+    WITH req AS (
+        SELECT u.id, u.o, p_states[u.o] AS st, p_ended[u.o] AS at, p_ts_ms[u.o] AS ts,
+               p_reasons[u.o] AS why, p_namespaces[u.o] AS ns
+          FROM unnest(p_ids) WITH ORDINALITY AS u(id, o)),
+    firsts AS (
+        SELECT DISTINCT ON (r.id) r.*
+          FROM req AS r JOIN placements AS x ON x.id = r.id
+         WHERE x.state IN ('pending', 'placed') AND (r.ns IS NULL OR x.namespace = r.ns)
+         ORDER BY r.id, r.o),
+    done AS (
+        UPDATE placements AS x SET state = f.st, ended_at = f.at
+          FROM firsts AS f WHERE x.id = f.id
+        RETURNING x AS p, f.o, f.ts, f.why),
+    freed AS (
+        UPDATE allocations AS a SET live = false
+          FROM done WHERE a.placement_id = (done.p).id AND a.live),
+    events AS (
+        INSERT INTO outbox (placement_id, payload)
+        SELECT (d.p).id, jsonb_build_object(
+                   'schema', 'placement/1', 'placement_id', (d.p).id::text,
+                   'job_id', (d.p).job_id, 'namespace', (d.p).namespace,
+                   'event', (d.p).state, 'ts_ms', d.ts, 'nodes', (d.p).assignment,
+                   'reason', d.why)
+          FROM done AS d ORDER BY (d.p).id)
+    SELECT r.o, coalesce(r.o = d.o, false), coalesce(d.p, x)
+      FROM req AS r
+      LEFT JOIN done AS d ON (d.p).id = r.id
+      LEFT JOIN placements AS x ON x.id = r.id
+     WHERE (d.o IS NOT NULL OR x.id IS NOT NULL)
+       AND (r.ns IS NULL OR coalesce((d.p).namespace, x.namespace) = r.ns)
+     ORDER BY r.o;
+END $$;
