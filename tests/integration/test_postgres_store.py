@@ -4,8 +4,11 @@ from dataclasses import replace
 
 import asyncpg
 import pytest
+from aiokafka.partitioner import DefaultPartitioner
 
-from fairlane_events.records import GpuSlot, NodeAssignment
+from fairlane_events.codec import decode
+from fairlane_events.records import GpuSlot, NodeAssignment, PlacementEvent
+from fairlane_events.topics import STREAM_PARTITIONS
 from fairlane_scheduler.adapters.migrations import (
     Migration,
     MigrationError,
@@ -21,7 +24,7 @@ from fairlane_scheduler.core.master_port import PortRange
 from fairlane_scheduler.core.placements import Placement, PlacementRequest
 from fairlane_scheduler.errors import AllocationConflictError, DatabaseUnavailableError
 from fairlane_scheduler.storage import Ending, JobTaken, Written
-from tests.integration.test_scheduler_api import placement_events
+from tests.integration.test_scheduler_api import placement_events, placement_records
 
 pytestmark = pytest.mark.integration
 
@@ -349,8 +352,8 @@ async def test_the_relay_reads_again_at_once_only_after_a_full_batch(
     batch: five events, batches of two, a poll a minute: read two, two and one at once,
     then wait (without the pacing it would read again at once, finding none)."""
     store = PostgresStore(pool)
-    for i in range(5):
-        pid = f"00000000-0000-0000-0000-00000000001{i}"
+    pids = [f"00000000-0000-0000-0000-00000000001{i}" for i in range(5)]
+    for i, pid in enumerate(pids):
         await store.create(placement(pid, f"job-{i}", [f"g{i}"], 29500 + i), REQUEST, PORTS)
     metrics = SchedulerMetrics.create()
     relay = OutboxRelay(
@@ -371,3 +374,10 @@ async def test_the_relay_reads_again_at_once_only_after_a_full_batch(
         assert (relay.published, relay.reads) == (5, 3)
     finally:
         await relay.stop()
+    # Sent as record batches, each on the partition the producer's default partitioner
+    # gives its key (as producer.send would place it).
+    parts = list(range(STREAM_PARTITIONS))
+    for pid in pids:
+        (event,) = await placement_records(kafka_bootstrap, pid, 1)
+        assert event.partition == DefaultPartitioner()(pid.encode(), parts, parts)
+        assert decode(PlacementEvent, event.value).event == "created"

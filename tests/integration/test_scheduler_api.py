@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from fairlane_events.codec import decode
 from fairlane_events.records import PlacementEvent
@@ -72,11 +72,13 @@ async def wait_for_gpus(client: httpx.AsyncClient, node: str, gpus: int) -> None
     await wait_until(known)
 
 
-async def placement_events(bootstrap: str, placement_id: str, count: int) -> list[PlacementEvent]:
-    """The first ``count`` events of one placement on the placements topic, in order."""
+async def placement_records(
+    bootstrap: str, placement_id: str, count: int
+) -> list[ConsumerRecord[bytes, bytes]]:
+    """The first ``count`` records of one placement on the placements topic, in order."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
     await consumer.start()
-    found: list[PlacementEvent] = []
+    found: list[ConsumerRecord[bytes, bytes]] = []
     try:
         parts = [TopicPartition(PLACEMENTS, p) for p in range(STREAM_PARTITIONS)]
         consumer.assign(parts)
@@ -84,14 +86,16 @@ async def placement_events(bootstrap: str, placement_id: str, count: int) -> lis
         deadline = time.monotonic() + 30
         while len(found) < count and time.monotonic() < deadline:
             for records in (await consumer.getmany(timeout_ms=500)).values():
-                found += [
-                    decode(PlacementEvent, r.value)
-                    for r in records
-                    if r.key == placement_id.encode()
-                ]
+                found += [r for r in records if r.key == placement_id.encode()]
     finally:
         await consumer.stop()
     return found
+
+
+async def placement_events(bootstrap: str, placement_id: str, count: int) -> list[PlacementEvent]:
+    """The first ``count`` events of one placement on the placements topic, in order."""
+    records = await placement_records(bootstrap, placement_id, count)
+    return [decode(PlacementEvent, r.value) for r in records]
 
 
 async def test_release_frees_gpus_and_publishes_events_in_order(
