@@ -175,8 +175,17 @@ async def test_database_forbids_two_live_allocations_of_one_gpu(pool: asyncpg.Po
     assert isinstance(await store.create(placement(P2, "job-2", ["g2"]), REQUEST, PORTS), Written)
 
 
+# A batch is written set-based unless a proposed port is taken (or a quota applies, or
+# a job id is there twice): then placement by placement (0011). Either way, a GPU held
+# elsewhere sends the batch to the subtransaction-per-placement path (0008).
+PLAIN_OR_NOT = pytest.mark.parametrize(
+    ("proposed", "kept"), [(29503, 29503), (29500, 29501)], ids=["set-based", "one-by-one"]
+)
+
+
+@PLAIN_OR_NOT
 async def test_a_batch_commits_together_and_judges_each_placement_alone(
-    pool: asyncpg.Pool,
+    pool: asyncpg.Pool, proposed: int, kept: int
 ) -> None:
     """Group commit: one statement for several placements; a GPU another live placement
     holds rolls back that placement alone, a taken job id is answered as such, a taken
@@ -184,7 +193,7 @@ async def test_a_batch_commits_together_and_judges_each_placement_alone(
     store = PostgresStore(pool)
     await store.create(placement(P1, "job-1", ["g1"]), REQUEST, PORTS)
     p3, p4 = (f"00000000-0000-0000-0000-00000000000{i}" for i in (3, 4))
-    ok = replace(placement(P2, "job-2", ["g2"]), lease_expires_at_ms=1_700_000_000_123)
+    ok = replace(placement(P2, "job-2", ["g2"], proposed), lease_expires_at_ms=1_700_000_000_123)
     batch = [
         (ok, REQUEST),
         (placement(p3, "job-3", ["g1", "g3"], port=29501), REQUEST),  # g1 is live: lost
@@ -193,7 +202,7 @@ async def test_a_batch_commits_together_and_judges_each_placement_alone(
     outcomes = await store.create_many(batch, PORTS)
     assert outcomes[1:] == [None, JobTaken()]
     assert isinstance(outcomes[0], Written)
-    assert outcomes[0].placement.nodes[0].master_port == 29501  # 29500 is job-1's
+    assert outcomes[0].placement.nodes[0].master_port == kept  # 29500 is job-1's
     assert await store.get(p3) is None
     assert await store.get(p4) is None
     got = await store.get(P2)
@@ -207,18 +216,19 @@ async def test_a_batch_commits_together_and_judges_each_placement_alone(
     assert events == 2  # job-1's and job-2's created events, nothing of the others
 
 
+@PLAIN_OR_NOT
 async def test_a_batch_without_a_conflict_writes_each_placement_its_own_rows(
-    pool: asyncpg.Pool,
+    pool: asyncpg.Pool, proposed: int, kept: int
 ) -> None:
-    """The batch's one-subtransaction path (0011): placements of 2, 0 (pending) and 1
-    GPUs, their allocations flattened into one array per column, each placement's rows
-    and event its own; a taken job id and a taken port answered as alone."""
+    """A batch in one subtransaction (0011): placements of 2, 0 (pending) and 1 GPUs,
+    their allocations flattened into one array per column, each placement's rows and
+    event its own; a taken job id answered as alone."""
     store = PostgresStore(pool)
     await store.create(placement(P1, "job-1", ["g1"]), REQUEST, PORTS)
     p3, p4, p5 = (f"00000000-0000-0000-0000-00000000000{i}" for i in (3, 4, 5))
     pending = replace(placement(p3, "job-3", ["g9"]), state="pending", nodes=(), gpu_scores={})
     batch = [
-        (placement(P2, "job-2", ["g2", "g3"], port=29500), REQUEST),  # 29500 is job-1's
+        (placement(P2, "job-2", ["g2", "g3"], port=proposed), REQUEST),
         (pending, REQUEST),
         (placement(p4, "job-4", ["g4"], port=29507), REQUEST),
         (placement(p5, "job-1", ["g5"], port=29508), REQUEST),  # job-1 exists
@@ -230,7 +240,7 @@ async def test_a_batch_without_a_conflict_writes_each_placement_its_own_rows(
         for o in outcomes
         if isinstance(o, Written) and o.placement.nodes
     ]
-    assert ports == [29501, 29507]
+    assert ports == [kept, 29507]
     async with pool.acquire() as conn:
         held = await conn.fetch(
             "SELECT placement_id::text AS p, gpu_uuid, gpu_index FROM allocations ORDER BY gpu_uuid"
@@ -247,7 +257,7 @@ async def test_a_batch_without_a_conflict_writes_each_placement_its_own_rows(
     ]
     assert [(r["p"], r["e"], r["port"]) for r in events] == [
         (P1, "created", "29500"),
-        (P2, "created", "29501"),
+        (P2, "created", str(kept)),
         (p3, "pending", None),
         (p4, "created", "29507"),
     ]

@@ -19,6 +19,23 @@
 -- fairlane_place_batch and fairlane_end_batch stay for replicas of the previous
 -- release during a rolling upgrade.
 
+-- Whether a batch may be written set-based: no quota applies to it (a quota judges
+-- each placement on those before it), no job id twice, and every proposed port free
+-- (else the database picks one, placement by placement).
+CREATE FUNCTION fairlane_batch_is_plain(
+    p_namespaces text[], p_job_ids text[], p_states text[], p_masters text[],
+    p_ports integer[])
+RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT NOT EXISTS (SELECT 1 FROM quotas WHERE namespace = ANY (p_namespaces))
+       AND (SELECT count(DISTINCT (u.ns, u.job)) FROM unnest(p_namespaces, p_job_ids) AS u(ns, job))
+           = cardinality(p_job_ids)
+       AND NOT EXISTS (
+           SELECT 1 FROM unnest(p_states, p_masters, p_ports) AS u(st, master, port)
+             JOIN placements AS x
+               ON x.state = 'placed' AND x.master_node = u.master AND x.master_port = u.port
+            WHERE u.st = 'placed')
+$$;
+
 -- The new placements of a batch in one statement, in one subtransaction while no row
 -- conflicts. One row: the outcome, port and detail of each placement, in order, as
 -- fairlane_place (0007) answers them; 'conflict': a GPU or port another placement holds.
@@ -34,17 +51,63 @@ CREATE FUNCTION fairlane_place_many(
     OUT outcomes text[], OUT ports integer[], OUT details jsonb[])
 LANGUAGE plpgsql AS $$
 DECLARE
+    n integer := cardinality(p_ids);
     k integer;
     lo integer := 1;  -- where placement k's allocations start
     o text;
     pt integer;
     d jsonb;
+    written uuid[];
 BEGIN
     outcomes := '{}';
     ports := '{}';
     details := '{}';
     BEGIN
-        FOR k IN 1 .. cardinality(p_ids) LOOP
+        IF fairlane_batch_is_plain(p_namespaces, p_job_ids, p_states, p_masters, p_ports) THEN
+            -- One statement per table. A job id another request committed is skipped
+            -- ('exists'); a GPU or port taken meanwhile raises unique_violation.
+            WITH ins AS (
+                INSERT INTO placements (id, namespace, job_id, request, request_sha256,
+                                        state, master_node, master_port, assignment,
+                                        created_at, lease_expires_at, priority, placed_at,
+                                        fallback)
+                SELECT b.id, b.ns, b.job, b.req, b.sha, b.st, b.master,
+                       CASE WHEN b.st = 'placed' THEN b.port END, b.asg, b.created,
+                       b.lease, b.prio, CASE WHEN b.st = 'placed' THEN b.created END, b.fb
+                  FROM unnest(p_ids, p_namespaces, p_job_ids, p_requests, p_shas, p_states,
+                              p_created, p_leases, p_priorities, p_fallbacks, p_masters,
+                              p_ports, p_assignments)
+                       WITH ORDINALITY AS b(id, ns, job, req, sha, st, created, lease, prio,
+                                            fb, master, port, asg, k)
+                 ORDER BY b.k
+                ON CONFLICT (namespace, job_id) DO NOTHING
+                RETURNING id)
+            SELECT coalesce(array_agg(ins.id), '{}') INTO written FROM ins;
+            INSERT INTO allocations (placement_id, node, gpu_uuid, gpu_index, score,
+                                     namespace, model)
+            SELECT p_ids[j], p_nodes[a], p_gpus[a], p_indices[a], p_scores[a],
+                   p_namespaces[j], p_models[a]
+              FROM generate_series(1, n) AS j,
+                   generate_series(CASE WHEN j = 1 THEN 1 ELSE p_ends[j - 1] + 1 END,
+                                   p_ends[j]) AS a
+             WHERE p_states[j] = 'placed' AND p_ids[j] = ANY (written);
+            INSERT INTO outbox (placement_id, payload)
+            SELECT p_ids[j], CASE WHEN p_states[j] = 'placed'
+                                  THEN jsonb_set(p_payloads[j], '{nodes}', p_assignments[j])
+                                  ELSE p_payloads[j] END
+              FROM generate_series(1, n) AS j
+             WHERE p_ids[j] = ANY (written) ORDER BY j;
+            SELECT array_agg(CASE WHEN p_ids[j] <> ALL (written) THEN 'exists'
+                                  WHEN p_states[j] = 'placed' THEN 'created'
+                                  ELSE 'pending' END ORDER BY j),
+                   array_agg(CASE WHEN p_ids[j] = ANY (written) AND p_states[j] = 'placed'
+                                  THEN p_ports[j] END ORDER BY j),
+                   array_fill(NULL::jsonb, ARRAY[n])
+              INTO outcomes, ports, details
+              FROM generate_series(1, n) AS j;
+            RETURN;
+        END IF;
+        FOR k IN 1 .. n LOOP
             SELECT f.outcome, f.port, f.detail INTO o, pt, d
               FROM fairlane_place(
                   p_ids[k], p_namespaces[k], p_job_ids[k], p_requests[k], p_shas[k],
