@@ -171,7 +171,7 @@ class PostgresStore:
         )
         answers: list[tuple[Placement | None, bool]] = [(None, False)] * len(endings)
         for row in rows:
-            answers[row["i"] - 1] = placement_of(row["placement"]), row["ended"]
+            answers[row["i"] - 1] = placement_of(row), row["ended"]
         return answers
 
     async def get(self, placement_id: str) -> Placement | None:

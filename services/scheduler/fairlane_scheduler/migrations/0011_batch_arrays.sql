@@ -146,12 +146,18 @@ END $$;
 
 -- The endings of a batch, set-based. One row per element that fairlane_end would
 -- answer (none for no such placement in its namespace), i from 1; the same id twice is
--- ended by the first that may end it and then reported as ended before.
+-- ended by the first that may end it and then reported as ended before. The row holds
+-- the placement's columns that its answer needs (not the request: the scheduler would
+-- decode it to drop it).
 CREATE FUNCTION fairlane_end_many(
     p_ids uuid[], p_states text[], p_ended timestamptz[], p_ts_ms bigint[],
     p_reasons text[], p_namespaces text[])
-RETURNS TABLE (i bigint, ended boolean, placement placements)
+RETURNS TABLE (
+    i bigint, ended boolean, id uuid, job_id text, namespace text, state text,
+    created_at timestamptz, assignment jsonb, request_sha256 text,
+    lease_expires_at timestamptz, ended_at timestamptz, fallback boolean)
 LANGUAGE plpgsql AS $$
+#variable_conflict use_column
 BEGIN
     PERFORM 1 FROM placements AS x WHERE x.id = ANY (p_ids) ORDER BY x.id FOR UPDATE;
     RETURN QUERY
@@ -179,11 +185,14 @@ BEGIN
                    'event', (d.p).state, 'ts_ms', d.ts, 'nodes', (d.p).assignment,
                    'reason', d.why)
           FROM done AS d ORDER BY (d.p).id)
-    SELECT r.o, coalesce(r.o = d.o, false), coalesce(d.p, x)
-      FROM req AS r
-      LEFT JOIN done AS d ON (d.p).id = r.id
-      LEFT JOIN placements AS x ON x.id = r.id
-     WHERE (d.o IS NOT NULL OR x.id IS NOT NULL)
-       AND (r.ns IS NULL OR coalesce((d.p).namespace, x.namespace) = r.ns)
-     ORDER BY r.o;
+    SELECT q.o, q.ended, (q.p).id, (q.p).job_id, (q.p).namespace, (q.p).state,
+           (q.p).created_at, (q.p).assignment, (q.p).request_sha256,
+           (q.p).lease_expires_at, (q.p).ended_at, (q.p).fallback
+      FROM (SELECT r.o, coalesce(r.o = d.o, false) AS ended, coalesce(d.p, x) AS p
+              FROM req AS r
+              LEFT JOIN done AS d ON (d.p).id = r.id
+              LEFT JOIN placements AS x ON x.id = r.id
+             WHERE (d.o IS NOT NULL OR x.id IS NOT NULL)
+               AND (r.ns IS NULL OR coalesce((d.p).namespace, x.namespace) = r.ns)) AS q
+     ORDER BY q.o;
 END $$;
