@@ -161,7 +161,7 @@ async def _send_by_partition(
             if batch is not None:  # full: on its way, and a new one for this record
                 sent.append(await producer.send_batch(batch, PLACEMENTS, partition=partition))
             batch = open_batches[partition] = producer.create_batch()
-            batch.append(key=key, value=value, timestamp=None)
+            batch.append(key=key, value=value, timestamp=None)  # a fresh one takes any
     for partition, batch in open_batches.items():
         sent.append(await producer.send_batch(batch, PLACEMENTS, partition=partition))
     return sent
