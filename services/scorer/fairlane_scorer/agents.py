@@ -104,6 +104,7 @@ class ScoringAgents:
         self.announced_stale.difference_update(result.accepted)
         for uuid, score, window in result.emitted:
             await self.publish(uuid, window, score, out)
+        self.metrics.emitted.inc(len(result.emitted))
         partitions = {m.key: m.partition for m in messages}
         for node, row in result.rows.items():
             partition = self.partition_of[node] = partitions[node.encode()]
@@ -112,6 +113,7 @@ class ScoringAgents:
     async def publish(
         self, uuid: str, window: Labelled, result: ScoreResult, out: Deliveries
     ) -> None:
+        """Publish a score record (the caller counts it in ``emitted``)."""
         if not model_speed(window.model)[1] and window.model not in self.unknown_models:
             self.unknown_models.add(window.model)
             log.warning("unknown GPU model %r: assuming the default speed", window.model)
@@ -120,7 +122,6 @@ class ScoringAgents:
         if partition is None:  # the producer's partitioner, once per GPU
             partition = self.score_partition[key] = await out.partition_of(topic, key)
         await out.publish(topic, partition, key, score_json(uuid, window, result), result.ts_ms)
-        self.metrics.emitted.inc()
 
     async def on_placement(self, message: Message, out: Deliveries) -> None:
         """Re-key a placement event by node, once per node it touches."""
@@ -163,6 +164,7 @@ class ScoringAgents:
                 since = load_since_ms(allocations_of(node_allocations, uuid), at_ms)
                 result = score_window(window, at_ms, since, self.config)
                 await self.publish(uuid, window, result, out)
+                self.metrics.emitted.inc()
                 self.announced_stale.add(uuid)
                 self.metrics.stale_flips.inc()
         await out.settle()
