@@ -235,7 +235,7 @@ async def run(args: argparse.Namespace) -> None:
             if args.latency_of_max is not None:
                 args.latency_rate = round(args.latency_of_max * rate / args.gpus)
             starts = await end_offsets(args.bootstrap, SAMPLE_PARTS + SCORE_PARTS)
-            steady_from, own_cpu = time.monotonic(), time.process_time()
+            steady_from, own_cpu, worker_cpu = time.monotonic(), time.process_time(), cpu_s(pid)
             scores, raw = await latencies(
                 args.bootstrap,
                 starts,
@@ -245,6 +245,7 @@ async def run(args: argparse.Namespace) -> None:
                 seconds=args.latency_s,
             )
             steady_to, own_cpu = time.monotonic(), time.process_time() - own_cpu
+            worker_cpu = cpu_s(pid) - worker_cpu
             steady = [b - a for a, b in zip(backlog, batch_totals(url), strict=True)]
         print(f"records {len(records)} x {args.gpus} GPUs = {gpu_samples} GPU-samples")
         print(f"raw aiokafka consumer: {raw_rate:,.0f} GPU-samples/s")
@@ -258,6 +259,10 @@ async def run(args: argparse.Namespace) -> None:
         )
         print(f"steady flow: monotonic {steady_from:.1f} to {steady_to:.1f} (bench.cpu_share)")
         sent = len(raw) or 1
+        print(
+            f"worker in the steady flow: {worker_cpu:.2f} CPU-s, "
+            f"{1e6 * worker_cpu / (sent * args.gpus):.1f} us per GPU-sample sent"
+        )
         print(
             f"load generator and probe (this process): {own_cpu:.2f} CPU-s in the steady flow, "
             f"{1e6 * own_cpu / sent:.0f} us per record sent, {len(scores) / sent:.1f} scores each"
