@@ -179,3 +179,26 @@ async def test_a_full_intake_holds_the_next_fetch_until_there_is_room(tmp_path: 
     assert [m.offset for m in await intake.take(2, 0.0, 0)] == [219, 220]
     await asyncio.wait_for(waiting, 5)
     assert [m.offset for m in await intake.take(10, 0.0, 0)] == [221, 222, 223, 224]
+
+
+async def test_a_fetch_that_returns_after_the_flow_stopped_is_not_handed_over(
+    tmp_path: Path,
+) -> None:
+    """A rebalance stopped the flow while the fetch was under way: its records are not
+    handed to the intake (the seek to the commits reads them again), and a seek that
+    fails meanwhile does not end the fetch loop."""
+    ours = scorer_consumer(tmp_path)
+    intake = Intake(capacity=100)
+    ours.hand_over([NODE_SAMPLES], intake)
+    sought: list[bool] = []
+
+    async def perform_seek() -> None:
+        sought.append(True)
+        raise RuntimeError("partition is not assigned")
+
+    ours.perform_seek = perform_seek  # type: ignore[method-assign]
+    ours.flow_active = False
+    await ours._hand_out(fetch(TP6, range(219, 224)), None)
+    assert sought == [True]
+    assert len(intake) == 0
+    assert not ours._unacked_messages

@@ -110,8 +110,11 @@ class ScorerConsumer(faust_aiokafka.Consumer):
         seek to the commits after the rebalance reads the rest again). Faust's monitor
         is not told each partition's end offset (its web statistics only; the lag is
         the scorer's own metric)."""
-        if not self.flow_active:
-            await self.perform_seek()  # Faust's getmany does the same
+        if not self.flow_active:  # stopped while fetching: as Faust's getmany does
+            try:
+                await self.perform_seek()
+            except Exception as exc:  # noqa: BLE001 - Faust's loop goes on too
+                log.warning("seek to the commits while the flow is stopped failed: %r", exc)
             return
         generation = self.app.consumer_generation_id
         read_offset = self._read_offset
