@@ -3,7 +3,7 @@ as a ratio to a raw aiokafka consumer reading the same records in the same run.
 
 Not a test. Needs a Kafka broker (the test one works):
 
-    .venv/bin/python bench/scorer_throughput.py --bootstrap 127.0.0.1:29292 \
+    .venv/bin/python -m bench.scorer_throughput --bootstrap 127.0.0.1:29292 \
         [--nodes 1250 --rounds 4 --gpus 8] [--latency-rate 100 | --latency-of-max 0.8]
         [--latency-s 20] [--profile]
 
