@@ -9,13 +9,17 @@ the scorer's latency sweep):
     .venv/bin/python -m bench.cpu_share --summary cpu.log --from 13 --to 28
 
 Each line: seconds since the start, then ``name:cores`` for the busiest processes, named
-by what they run (kafka: the broker's JVM; scorer: a Faust worker; bench: a benchmark).
+by what they run (kafka-PORT: the broker of scripts/kafka.sh on that port; scorer: a
+Faust worker; bench.NAME: the benchmark ``bench.NAME``); the first line gives the start
+on the system's monotonic clock, which ``bench.scorer_throughput`` prints its steady
+phase on.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -26,11 +30,15 @@ _SHOWN = 6
 
 def _name(cmdline: str) -> str:
     if "java" in cmdline and "kafka" in cmdline:
-        return "kafka"
+        port = re.search(r"kafka-(\d+)", cmdline)  # scripts/kafka.sh's data directory
+        return f"kafka-{port[1]}" if port else "kafka"
     if "fairlane_scorer" in cmdline or "faust" in cmdline:
         return "scorer"
-    if "bench." in cmdline or "/bench/" in cmdline:
-        return "bench"
+    for word in cmdline.split():
+        if word.startswith("bench."):  # python -m bench.NAME
+            return word
+        if "/bench/" in word:
+            return "bench." + Path(word).stem
     return Path(cmdline.split(" ", 1)[0]).name or "?"
 
 
@@ -38,7 +46,7 @@ def _cpu_ticks() -> dict[int, tuple[int, str]]:
     """Every process's user + system ticks so far, with its name."""
     found = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        if not entry.isdigit() or int(entry) == os.getpid():  # not this tool's own reading
             continue
         try:
             stat = Path(f"/proc/{entry}/stat").read_text()
@@ -52,6 +60,7 @@ def _cpu_ticks() -> dict[int, tuple[int, str]]:
 
 def sample(seconds: float) -> None:
     start, before = time.monotonic(), _cpu_ticks()
+    print(f"# start monotonic {start:.1f}", flush=True)
     while time.monotonic() - start < seconds:
         time.sleep(1.0)
         now = _cpu_ticks()
@@ -74,6 +83,8 @@ def summary(log: Path, first_s: float, last_s: float) -> None:
     totals: dict[str, float] = defaultdict(float)
     lines = 0
     for line in log.read_text().splitlines():
+        if line.startswith("#"):
+            continue
         at, *shares = line.split()
         if first_s <= float(at) <= last_s:
             lines += 1

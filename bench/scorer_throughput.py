@@ -3,7 +3,7 @@ as a ratio to a raw aiokafka consumer reading the same records in the same run.
 
 Not a test. Needs a Kafka broker (the test one works):
 
-    .venv/bin/python bench/scorer_throughput.py --bootstrap 127.0.0.1:29292 \
+    .venv/bin/python -m bench.scorer_throughput --bootstrap 127.0.0.1:29292 \
         [--nodes 1250 --rounds 4 --gpus 8] [--latency-rate 100 | --latency-of-max 0.8]
         [--latency-s 20] [--profile]
 
@@ -16,8 +16,9 @@ Not a test. Needs a Kafka broker (the test one works):
 2. Latency: the same scorer, then records at a fixed rate (``--latency-rate``, or
    ``--latency-of-max``: that share of the rate step 1 measured in this run, since the
    machine's speed varies between runs by more than the margin below the maximum); the
-   p50/p99 from a record's produce time to its score record, and to the raw consumer
-   seeing the record.
+   p50/p99 from a record's ``ts_ms`` (the time it is sent) to its score records, and to
+   the raw consumer seeing the record. The load is pre-encoded and sent in batches
+   (bench/scorer_load.py), so that it takes little of the cores it shares.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import httpx
 import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from bench.scorer_load import latencies, payloads
 from fairlane_events.codec import encode
 from fairlane_events.records import GpuSample, NodeSample
 from fairlane_events.topics import GPU_SCORES, NODE_SAMPLES, STREAM_PARTITIONS
@@ -46,6 +48,7 @@ from fairlane_runtime.kafka import ensure_topics
 SAMPLE_PARTS = [TopicPartition(NODE_SAMPLES, p) for p in range(STREAM_PARTITIONS)]
 SCORE_PARTS = [TopicPartition(GPU_SCORES, p) for p in range(STREAM_PARTITIONS)]
 TARGET_GPU_SAMPLES_S = 20_000
+LOAD_NODES = 500  # the steady load's nodes
 
 
 def node_sample(
@@ -193,45 +196,6 @@ async def scored_rate(
     raise TimeoutError(f"scored {metric(url, name)} of {total}")
 
 
-async def latencies(
-    bootstrap: str, prefix: str, rate: float, seconds: float, gpus: int
-) -> tuple[list[float], list[float]]:
-    """Produce ``rate`` records/s; return (score latencies, raw-consumer latencies) in s."""
-    starts = await end_offsets(bootstrap, SAMPLE_PARTS + SCORE_PARTS)
-    raw: list[float] = []
-    scores: list[float] = []
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    consumer.assign(list(starts))
-    for tp, offset in starts.items():
-        consumer.seek(tp, offset)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
-    await producer.start()
-    rng = np.random.default_rng(1)
-    n = int(rate * seconds)
-
-    async def send() -> None:
-        t0 = time.time()
-        for i in range(n):
-            await asyncio.sleep(max(0.0, t0 + i / rate - time.time()))
-            record = node_sample(prefix, i % 500, int(time.time() * 1000), gpus, rng)
-            await producer.send(NODE_SAMPLES, encode(record), key=record.node.encode())
-
-    sender = asyncio.create_task(send())
-    deadline = time.monotonic() + seconds + 30
-    while time.monotonic() < deadline and len(raw) < n:
-        for tp, messages in (await consumer.getmany(timeout_ms=200)).items():
-            arrived = time.time()
-            for m in messages:
-                if m.key is None or not m.key.startswith(prefix.encode()):
-                    continue
-                (raw if tp.topic == NODE_SAMPLES else scores).append(arrived - m.timestamp / 1000)
-    await sender
-    await producer.stop()
-    await consumer.stop()
-    return scores, raw
-
-
 def print_profile(path: Path) -> None:
     stats = pstats.Stats(str(path))
     stats.sort_stats("tottime").print_stats(15)
@@ -255,6 +219,14 @@ async def run(args: argparse.Namespace) -> None:
     await produce(args.bootstrap, records)
     raw_s = await raw_read_s(args.bootstrap, start, len(records))
     raw_rate = gpu_samples / raw_s
+    lat_prefix = f"{prefix}-lat"
+    pool = payloads(  # encoded before anything is timed (bench/scorer_load.py)
+        lambda node, ts_ms, rng: node_sample(lat_prefix, node, ts_ms, args.gpus, rng),
+        count=1 << 30,
+        nodes=LOAD_NODES,
+        partitions=STREAM_PARTITIONS,
+        rng=np.random.default_rng(1),
+    )
     with tempfile.TemporaryDirectory() as tmp:
         profile = Path(tmp) / "scorer.prof" if args.profile else None
         with scorer(args.bootstrap, app_id, args.port, Path(tmp), profile) as (url, pid):
@@ -262,9 +234,18 @@ async def run(args: argparse.Namespace) -> None:
             backlog = batch_totals(url)
             if args.latency_of_max is not None:
                 args.latency_rate = round(args.latency_of_max * rate / args.gpus)
+            starts = await end_offsets(args.bootstrap, SAMPLE_PARTS + SCORE_PARTS)
+            steady_from, own_cpu, worker_cpu = time.monotonic(), time.process_time(), cpu_s(pid)
             scores, raw = await latencies(
-                args.bootstrap, prefix + "-lat", args.latency_rate, args.latency_s, args.gpus
+                args.bootstrap,
+                starts,
+                prefix=lat_prefix.encode(),
+                pool=pool,
+                rate=args.latency_rate,
+                seconds=args.latency_s,
             )
+            steady_to, own_cpu = time.monotonic(), time.process_time() - own_cpu
+            worker_cpu = cpu_s(pid) - worker_cpu
             steady = [b - a for a, b in zip(backlog, batch_totals(url), strict=True)]
         print(f"records {len(records)} x {args.gpus} GPUs = {gpu_samples} GPU-samples")
         print(f"raw aiokafka consumer: {raw_rate:,.0f} GPU-samples/s")
@@ -275,6 +256,16 @@ async def run(args: argparse.Namespace) -> None:
         print(
             f"scorer per CPU-second: {per_cpu_s:,.0f} GPU-samples "
             f"({1e6 / per_cpu_s:.1f} us of the worker's CPU per GPU-sample)"
+        )
+        print(f"steady flow: monotonic {steady_from:.1f} to {steady_to:.1f} (bench.cpu_share)")
+        sent = len(raw) or 1
+        print(
+            f"worker in the steady flow: {worker_cpu:.2f} CPU-s, "
+            f"{1e6 * worker_cpu / (sent * args.gpus):.1f} us per GPU-sample sent"
+        )
+        print(
+            f"load generator and probe (this process): {own_cpu:.2f} CPU-s in the steady flow, "
+            f"{1e6 * own_cpu / sent:.0f} us per record sent, {len(scores) / sent:.1f} scores each"
         )
         for phase, (n, batches) in (("backlog", backlog), ("steady flow", steady)):
             print(f"records per batch, {phase}: {n / max(batches, 1):.1f} (mean)")

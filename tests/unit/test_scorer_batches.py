@@ -7,7 +7,6 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any, cast
 
-import faust
 import pytest
 from faust.types import TP, Message
 
@@ -16,16 +15,16 @@ from fairlane_scorer.batches import Batches
 from fairlane_scorer.consumer import ScorerConsumer
 from fairlane_scorer.core.offsets import OffsetLedger
 from fairlane_scorer.delivery import Deliveries
+from fairlane_scorer.intake import Intake
 
 TP3 = TP(NODE_SAMPLES, 3)
 
 
-class Event:
-    def __init__(self, offset: int, generation: int) -> None:
-        self.message = Message(
-            NODE_SAMPLES, 3, offset, 0.0, 0, None, b"n", b"{}", None, tp=TP3,
-            generation_id=generation,
-        )  # fmt: skip
+def record(offset: int, generation: int) -> Message:
+    return Message(
+        NODE_SAMPLES, 3, offset, 0.0, 0, None, b"n", b"{}", None, tp=TP3,
+        generation_id=generation,
+    )  # fmt: skip
 
 
 class Consumer:
@@ -65,14 +64,14 @@ class Producer:
 
 
 async def run_batches(
-    consumer: Consumer, steps: list[tuple[list[Event], bool]]
+    consumer: Consumer, steps: list[tuple[list[Message], bool]]
 ) -> list[tuple[int, int | None]]:
     """Feed each step's events (with the rebalance flag set as given) and wait until the
     batches are through them; the (offset, generation) of each record handled, in order."""
     handled: list[tuple[int, int | None]] = []
 
-    async def handle(events: list[faust.EventT[Any]], out: Deliveries) -> None:
-        handled.extend((e.message.offset, e.message.generation_id) for e in events)
+    async def handle(messages: list[Message], out: Deliveries) -> None:
+        handled.extend((m.offset, m.generation_id) for m in messages)
 
     batches = Batches(
         handle,
@@ -82,14 +81,13 @@ async def run_batches(
         within_s=0.0,
         on_gap=lambda: None,
     )
-    queue: asyncio.Queue[faust.EventT[Any]] = asyncio.Queue()
-    task = asyncio.create_task(batches.run(queue))
+    intake = Intake(10)
+    task = asyncio.create_task(batches.run(intake))
     try:
-        for events, rebalancing in steps:
+        for messages, rebalancing in steps:
             consumer.rebalancing = rebalancing
-            for event in events:
-                queue.put_nowait(cast(faust.EventT[Any], event))
-            await queue.join()
+            intake.put(messages)
+            await intake.join()
             await asyncio.sleep(0)  # the batches' loop ends its round (the seeks)
     finally:
         task.cancel()
@@ -98,15 +96,15 @@ async def run_batches(
 
 async def test_records_read_during_a_rebalance_are_read_again_after_it() -> None:
     consumer = Consumer()
-    during = [Event(o, generation=1) for o in (10, 11)]
+    during = [record(o, generation=1) for o in (10, 11)]
     handled = await run_batches(consumer, [(during, True)])
     assert handled == []  # the tables may not be whole yet
     assert consumer.released_offsets == [10, 11]  # a rebalance need not wait for them
     assert consumer.ledger.advance(TP3) is None  # nothing committed past them
 
     consumer = Consumer()
-    later = [Event(12, generation=1)]  # the next record, once the rebalance is over
-    again = [Event(o, generation=1) for o in (10, 11, 12)]
+    later = [record(12, generation=1)]  # the next record, once the rebalance is over
+    again = [record(o, generation=1) for o in (10, 11, 12)]
     handled = await run_batches(consumer, [(during, True), (later, False), (again, False)])
     assert consumer.sought == [10]  # back to the commit, the passed-over records again
     assert handled == [(10, 1), (11, 1), (12, 1)]
@@ -117,7 +115,7 @@ async def test_a_record_of_an_earlier_generation_is_not_processed() -> None:
     to the commit since, and the record comes again in the new generation."""
     consumer = Consumer()
     consumer.generation = 2
-    stale, fresh = Event(10, generation=1), Event(10, generation=2)
+    stale, fresh = record(10, generation=1), record(10, generation=2)
     handled = await run_batches(consumer, [([stale], False), ([fresh], False)])
     assert handled == [(10, 2)]
     assert consumer.released_offsets == [10]
@@ -146,11 +144,11 @@ async def settle_loop() -> None:
 
 def pipelined(
     consumer: Consumer, producer: HeldProducer, handled: list[int]
-) -> tuple[Batches, asyncio.Queue[faust.EventT[Any]]]:
-    async def handle(events: list[faust.EventT[Any]], out: Deliveries) -> None:
-        for e in events:
-            handled.append(e.message.offset)
-            await out.send("out", str(e.message.offset).encode(), b"")
+) -> tuple[Batches, Intake]:
+    async def handle(messages: list[Message], out: Deliveries) -> None:
+        for m in messages:
+            handled.append(m.offset)
+            await out.send("out", str(m.offset).encode(), b"")
 
     batches = Batches(
         handle,
@@ -160,25 +158,25 @@ def pipelined(
         within_s=0.0,
         on_gap=lambda: None,
     )
-    return batches, asyncio.Queue()
+    return batches, Intake(2)
 
 
 async def test_the_next_batch_is_scored_while_the_last_one_is_delivered() -> None:
     """Two batches in flight, reported processed in order, each only once the broker
     has what it produced: a commit never passes a record whose output may be lost."""
     consumer, producer, handled = Consumer(), HeldProducer(), list[int]()
-    batches, queue = pipelined(consumer, producer, handled)
-    task = asyncio.create_task(batches.run(queue))
+    batches, intake = pipelined(consumer, producer, handled)
+    task = asyncio.create_task(batches.run(intake))
     try:
         for offset in (10, 11):
-            queue.put_nowait(cast(faust.EventT[Any], Event(offset, generation=1)))
+            intake.put([record(offset, generation=1)])
         await settle_loop()
         for offset in (12, 13):
-            queue.put_nowait(cast(faust.EventT[Any], Event(offset, generation=1)))
+            intake.put([record(offset, generation=1)])
         await settle_loop()
         assert handled == [10, 11, 12, 13]  # the second batch did not wait for the first
         for offset in (14, 15):
-            queue.put_nowait(cast(faust.EventT[Any], Event(offset, generation=1)))
+            intake.put([record(offset, generation=1)])
         await settle_loop()
         assert handled == [10, 11, 12, 13]  # but a third waits: one batch delivering
         producer.ack(b"12", b"13")
@@ -192,7 +190,7 @@ async def test_the_next_batch_is_scored_while_the_last_one_is_delivered() -> Non
         assert consumer.ledger.advance(TP3) == 14  # both, in order
         assert handled == [10, 11, 12, 13, 14, 15]
         producer.ack(b"14", b"15")
-        await asyncio.wait_for(queue.join(), 10)  # events are done once reported
+        await asyncio.wait_for(intake.join(), 10)  # events are done once reported
         assert consumer.ledger.advance(TP3) == 16
     finally:
         task.cancel()
@@ -200,10 +198,10 @@ async def test_the_next_batch_is_scored_while_the_last_one_is_delivered() -> Non
 
 async def test_a_failed_delivery_stops_the_batches_and_nothing_is_reported() -> None:
     consumer, producer, handled = Consumer(), HeldProducer(), list[int]()
-    batches, queue = pipelined(consumer, producer, handled)
-    task = asyncio.create_task(batches.run(queue))
+    batches, intake = pipelined(consumer, producer, handled)
+    task = asyncio.create_task(batches.run(intake))
     for offset in (10, 11):
-        queue.put_nowait(cast(faust.EventT[Any], Event(offset, generation=1)))
+        intake.put([record(offset, generation=1)])
     await settle_loop()
     producer.ack(b"10")
     producer.pending[b"11"].set_exception(RuntimeError("broker said no"))

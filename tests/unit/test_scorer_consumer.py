@@ -3,6 +3,7 @@ partition was processed (fairlane_scorer.consumer), where Faust's own consumer c
 past records nobody processed: a record a stream skipped during a rebalance, the
 record at the committed position, the "gap" a rewind opens."""
 
+import asyncio
 from pathlib import Path
 
 import faust
@@ -12,6 +13,7 @@ from faust.types import TP, Message
 from fairlane_events.topics import NODE_SAMPLES
 from fairlane_scorer.app import create_app
 from fairlane_scorer.consumer import ScorerConsumer
+from fairlane_scorer.intake import Intake
 from fairlane_scorer.settings import ScorerSettings
 
 TP6 = TP(NODE_SAMPLES, 6)
@@ -107,3 +109,96 @@ def test_faust_acks_leave_records_pending_until_processed(tmp_path: Path) -> Non
     assert pending in ours.unacked
     ours.processed([pending])
     assert pending not in ours.unacked
+
+
+class Fetched:
+    """An aiokafka ConsumerRecord's fields, as the fetcher returns them."""
+
+    def __init__(self, topic: str, partition: int, offset: int) -> None:
+        self.topic, self.partition, self.offset = topic, partition, offset
+        self.timestamp, self.timestamp_type = 1_000, 0
+        self.headers: list[tuple[str, bytes]] = []
+        self.key, self.value, self.checksum = b"n", b"{}", None
+        self.serialized_key_size = self.serialized_value_size = 2
+
+
+def fetch(tp: TP, offsets: range) -> dict[TP, list[Fetched]]:
+    return {tp: [Fetched(tp.topic, tp.partition, o) for o in offsets]}
+
+
+async def test_a_fetch_goes_to_the_intake_whole_and_tracked(tmp_path: Path) -> None:
+    """The records of a handed-over topic reach its intake in one piece, in order, each
+    pending until processed (a rebalance waits for them); a fetch from before a seek (its
+    offsets behind the read offset) is dropped as Faust's loop drops it."""
+    ours = scorer_consumer(tmp_path)
+    intake = Intake(capacity=100)
+    ours.hand_over([NODE_SAMPLES], intake)
+    await ours._hand_out(fetch(TP6, range(219, 224)), None)
+    taken = await intake.take(100, 0.0, 0)
+    assert [m.offset for m in taken] == [219, 220, 221, 222, 223]
+    assert set(ours._unacked_messages) == set(taken)
+    await ours._hand_out(fetch(TP6, range(220, 226)), None)
+    assert [m.offset for m in await intake.take(100, 0.0, 0)] == [223, 224, 225]
+    ours.processed(taken)
+    assert commits(ours) == [224]
+
+
+async def test_records_of_other_topics_take_fausts_path(tmp_path: Path) -> None:
+    """A topic without an intake (the changelogs during recovery) is delivered one
+    record at a time through Faust's conductor, as before; once handed back, so is the
+    intake's topic."""
+    ours = scorer_consumer(tmp_path)
+    delivered: list[tuple[str, int]] = []
+
+    async def conductor(message: Message) -> None:
+        delivered.append((message.topic, message.offset))
+
+    ours.callback = conductor
+    intake = Intake(capacity=100)
+    ours.hand_over([NODE_SAMPLES], intake)
+    changelog = TP("scorer-t-node-windows-changelog", 6)
+    await ours._hand_out({**fetch(changelog, range(3)), **fetch(TP6, range(219, 221))}, None)
+    assert delivered == [(changelog.topic, 0), (changelog.topic, 1), (changelog.topic, 2)]
+    assert len(intake) == 2
+    ours.hand_over([NODE_SAMPLES], None)
+    await ours._hand_out(fetch(TP6, range(221, 222)), None)
+    assert delivered[-1] == (NODE_SAMPLES, 221)
+    assert len(intake) == 2
+
+
+async def test_a_full_intake_holds_the_next_fetch_until_there_is_room(tmp_path: Path) -> None:
+    ours = scorer_consumer(tmp_path)
+    intake = Intake(capacity=3)
+    ours.hand_over([NODE_SAMPLES], intake)
+    await ours._hand_out(fetch(TP6, range(219, 223)), None)  # past the capacity: all of it
+    assert len(intake) == 4
+    waiting = asyncio.create_task(ours._hand_out(fetch(TP6, range(223, 225)), None))
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    assert len(intake) == 4
+    assert [m.offset for m in await intake.take(2, 0.0, 0)] == [219, 220]
+    await asyncio.wait_for(waiting, 5)
+    assert [m.offset for m in await intake.take(10, 0.0, 0)] == [221, 222, 223, 224]
+
+
+async def test_a_fetch_that_returns_after_the_flow_stopped_is_not_handed_over(
+    tmp_path: Path,
+) -> None:
+    """A rebalance stopped the flow while the fetch was under way: its records are not
+    handed to the intake (the seek to the commits reads them again), and a seek that
+    fails meanwhile does not end the fetch loop."""
+    ours = scorer_consumer(tmp_path)
+    intake = Intake(capacity=100)
+    ours.hand_over([NODE_SAMPLES], intake)
+    sought: list[bool] = []
+
+    async def perform_seek() -> None:
+        sought.append(True)
+        raise RuntimeError("partition is not assigned")
+
+    ours.perform_seek = perform_seek  # type: ignore[method-assign]
+    ours.flow_active = False
+    await ours._hand_out(fetch(TP6, range(219, 224)), None)
+    assert sought == [True]
+    assert len(intake) == 0
+    assert not ours._unacked_messages

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import faust
+from faust.types import Message
 
 from fairlane_events.codec import DecodeError, decode, encode
 from fairlane_events.dead_letter import dead_letter_for
@@ -70,9 +71,8 @@ class ScoringAgents:
             self.windows.data[node] = stored
         return cast(NodeState | None, stored)
 
-    async def reject(self, event: faust.EventT[Any], error: str, out: Deliveries) -> None:
+    async def reject(self, msg: Message, error: str, out: Deliveries) -> None:
         """Dead-letter a record with the error and its origin, and count it."""
-        msg = event.message
         record = dead_letter_for(
             topic=msg.topic,
             partition=msg.partition,
@@ -86,12 +86,12 @@ class ScoringAgents:
         self.metrics.dead_lettered.inc()
         log.warning("dead-lettered %s[%d]@%d: %s", msg.topic, msg.partition, msg.offset, error)
 
-    async def on_samples(self, events: list[faust.EventT[Any]], out: Deliveries) -> None:
+    async def on_samples(self, messages: list[Message], out: Deliveries) -> None:
         """Decode, validate and score a batch of node-sample records together."""
-        self.metrics.records_in.inc(len(events))
-        samples, rejected = decode_batch([(e.message.key, e.message.value) for e in events])
+        self.metrics.records_in.inc(len(messages))
+        samples, rejected = decode_batch([(m.key, m.value) for m in messages])
         for r in rejected:
-            await self.reject(events[r.position], r.error, out)
+            await self.reject(messages[r.position], r.error, out)
         nodes = {s.node for s in samples}
         result = score_batch(
             samples,
@@ -104,7 +104,8 @@ class ScoringAgents:
         self.announced_stale.difference_update(result.accepted)
         for uuid, score, window in result.emitted:
             await self.publish(uuid, window, score, out)
-        partitions = {e.message.key: e.message.partition for e in events}
+        self.metrics.emitted.inc(len(result.emitted))
+        partitions = {m.key: m.partition for m in messages}
         for node, row in result.rows.items():
             partition = self.partition_of[node] = partitions[node.encode()]
             await out.write(self.windows, partition, node, row, encode_node(row))
@@ -112,6 +113,7 @@ class ScoringAgents:
     async def publish(
         self, uuid: str, window: Labelled, result: ScoreResult, out: Deliveries
     ) -> None:
+        """Publish a score record (the caller counts it in ``emitted``)."""
         if not model_speed(window.model)[1] and window.model not in self.unknown_models:
             self.unknown_models.add(window.model)
             log.warning("unknown GPU model %r: assuming the default speed", window.model)
@@ -120,25 +122,24 @@ class ScoringAgents:
         if partition is None:  # the producer's partitioner, once per GPU
             partition = self.score_partition[key] = await out.partition_of(topic, key)
         await out.publish(topic, partition, key, score_json(uuid, window, result), result.ts_ms)
-        self.metrics.emitted.inc()
 
-    async def on_placement(self, event: faust.EventT[Any], out: Deliveries) -> None:
+    async def on_placement(self, message: Message, out: Deliveries) -> None:
         """Re-key a placement event by node, once per node it touches."""
         try:
-            placement = decode(PlacementEvent, event.message.value)
+            placement = decode(PlacementEvent, message.value)
         except DecodeError as exc:
-            await self.reject(event, str(exc), out)
+            await self.reject(message, str(exc), out)
             return
         for node in sorted({a.node for a in placement.nodes}):
-            await out.send(self.by_node.get_topic_name(), node.encode(), event.message.value)
+            await out.send(self.by_node.get_topic_name(), node.encode(), message.value)
 
-    async def on_node_placement(self, event: faust.EventT[Any], out: Deliveries) -> None:
+    async def on_node_placement(self, message: Message, out: Deliveries) -> None:
         """Apply a re-keyed placement event (validated upstream) to its node's table row."""
-        node = (event.key or b"").decode()
-        placement = decode(PlacementEvent, event.message.value)
+        node = (message.key or b"").decode()
+        placement = decode(PlacementEvent, message.value)
         current = self.allocations.get(node) or {}
         row = apply_placement(current, node, placement, self.config.history_s)
-        await out.write(self.allocations, event.message.partition, node, row)
+        await out.write(self.allocations, message.partition, node, row)
         self.metrics.placements.inc()
 
     async def announce_stale(self, at_ms: int, owned: set[int]) -> None:
@@ -163,6 +164,7 @@ class ScoringAgents:
                 since = load_since_ms(allocations_of(node_allocations, uuid), at_ms)
                 result = score_window(window, at_ms, since, self.config)
                 await self.publish(uuid, window, result, out)
+                self.metrics.emitted.inc()
                 self.announced_stale.add(uuid)
                 self.metrics.stale_flips.inc()
         await out.settle()

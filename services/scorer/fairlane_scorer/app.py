@@ -25,6 +25,7 @@ from types import MappingProxyType
 from typing import Any, cast
 
 import faust
+from faust.types import Message
 from prometheus_client import generate_latest
 
 from fairlane_events import topics
@@ -144,19 +145,17 @@ def _agents(app: faust.App, settings: ScorerSettings, metrics: ScorerMetrics) ->
     )
 
 
-def _observe(
-    app: faust.App, metrics: ScorerMetrics, events: list[faust.EventT[Any]], t0: float
-) -> None:
+def _observe(app: faust.App, metrics: ScorerMetrics, messages: list[Message], t0: float) -> None:
     """The batch's size; per record: its share of the batch's time, its age; the lag behind
     each partition's high watermark after the batch."""
-    per_record = (time.perf_counter() - t0) / max(1, len(events))
-    metrics.batch_records.observe(len(events))
+    per_record = (time.perf_counter() - t0) / max(1, len(messages))
+    metrics.batch_records.observe(len(messages))
     now = time.time()
     last = {}
-    for event in events:
+    for message in messages:
         metrics.processing_s.observe(per_record)
-        metrics.record_age_s.observe(max(0.0, now - event.message.timestamp))
-        last[event.message.tp] = event.message.offset
+        metrics.record_age_s.observe(max(0.0, now - message.timestamp))
+        last[message.tp] = message.offset
     assigned = app.consumer.assignment()
     for tp, offset in last.items():
         if tp not in assigned:  # a batch finished while its partition was given up
@@ -180,7 +179,9 @@ def create_app(settings: ScorerSettings, metrics: ScorerMetrics | None = None) -
         value_serializer="raw",
     )
 
-    def in_batches(stream: faust.StreamT[bytes], handle: BatchHandler) -> Awaitable[None]:
+    def in_batches(
+        stream: faust.StreamT[bytes], topic: faust.TopicT, handle: BatchHandler
+    ) -> Awaitable[None]:
         batches = Batches(
             handle,
             consumer=cast(ScorerConsumer, app.consumer),
@@ -189,7 +190,7 @@ def create_app(settings: ScorerSettings, metrics: ScorerMetrics | None = None) -
             within_s=settings.batch_within_s,
             on_gap=metrics.delivery_gaps.inc,
         )
-        return batches.consume(stream)
+        return batches.consume(stream, topic.topics)
 
     placements = app.topic(
         topics.PLACEMENTS,
@@ -200,20 +201,20 @@ def create_app(settings: ScorerSettings, metrics: ScorerMetrics | None = None) -
 
     @app.agent(samples)
     async def score_samples(stream: faust.StreamT[bytes]) -> None:
-        async def handle(events: list[faust.EventT[bytes]], out: Deliveries) -> None:
+        async def handle(messages: list[Message], out: Deliveries) -> None:
             t0 = time.perf_counter()
-            await agents.on_samples(events, out)
-            _observe(app, metrics, events, t0)
+            await agents.on_samples(messages, out)
+            _observe(app, metrics, messages, t0)
 
-        await in_batches(stream, handle)
+        await in_batches(stream, samples, handle)
 
     @app.agent(placements)
     async def route_placements(stream: faust.StreamT[bytes]) -> None:
-        await in_batches(stream, one_by_one(agents.on_placement))
+        await in_batches(stream, placements, one_by_one(agents.on_placement))
 
     @app.agent(agents.by_node)
     async def apply_placements(stream: faust.StreamT[bytes]) -> None:
-        await in_batches(stream, one_by_one(agents.on_node_placement))
+        await in_batches(stream, agents.by_node, one_by_one(agents.on_node_placement))
 
     async def announce_stale() -> None:
         if app.rebalancing:  # the recovery may not have rebuilt the table yet

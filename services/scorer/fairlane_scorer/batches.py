@@ -1,8 +1,10 @@
-"""The scorer's own batching over a Faust stream, instead of ``Stream.noack_take``.
+"""The scorer's own batching of an agent's records, instead of ``Stream.noack_take``.
 
-The agent's coroutine only moves events from the stream into a bounded queue; a second
-task takes what the queue holds (up to ``max_records``, waiting at most ``within_s`` to
-fill a batch), runs the handler and hands what the batch produced to the producer
+The consumer hands each agent's records to its :class:`~fairlane_scorer.intake.Intake`
+a fetch at a time (the agent's stream only subscribes its topics, and carries what the
+consumer did not hand over); a task takes what the intake holds (up to
+``max_records``, waiting at most ``within_s`` to fill a batch), runs the handler and
+hands what the batch produced to the producer
 (:class:`~fairlane_scorer.delivery.Deliveries`). Once the broker has acknowledged all of
 it, and not before, the batch's records are reported processed to the consumer, whose
 commit never passes an offset that is not (:mod:`fairlane_scorer.consumer`). Two batches
@@ -29,16 +31,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import faust
-from faust.types import TP, ProducerT
+from faust.types import TP, Message, ProducerT
 
 from fairlane_scorer.consumer import ScorerConsumer
 from fairlane_scorer.core.offsets import InOrder
 from fairlane_scorer.delivery import Deliveries
+from fairlane_scorer.intake import Intake
 
 __all__ = ["RESEEK_S", "BatchHandler", "Batches", "one_by_one"]
 
@@ -46,45 +49,17 @@ log = logging.getLogger("fairlane.scorer")
 
 RESEEK_S = 1.0
 
-BatchHandler = Callable[[list[faust.EventT[Any]], Deliveries], Awaitable[None]]
+BatchHandler = Callable[[list[Message], Deliveries], Awaitable[None]]
 
 
-def one_by_one(handle: Callable[[faust.EventT[Any], Deliveries], Awaitable[None]]) -> BatchHandler:
-    """A batch handler that runs ``handle`` on each event in order."""
+def one_by_one(handle: Callable[[Message, Deliveries], Awaitable[None]]) -> BatchHandler:
+    """A batch handler that runs ``handle`` on each record in order."""
 
-    async def handle_all(events: list[faust.EventT[Any]], out: Deliveries) -> None:
-        for event in events:
-            await handle(event, out)
+    async def handle_all(messages: list[Message], out: Deliveries) -> None:
+        for message in messages:
+            await handle(message, out)
 
     return handle_all
-
-
-async def _next_batch(
-    queue: asyncio.Queue[faust.EventT[Any]],
-    max_records: int,
-    within_s: float,
-    timeout_s: float | None,
-) -> list[faust.EventT[Any]]:
-    """Up to ``max_records`` events, waiting at most ``within_s`` to fill the batch once
-    one is there; empty when none came within ``timeout_s`` (None: wait for one)."""
-    try:
-        batch = [await asyncio.wait_for(queue.get(), timeout_s)]
-    except TimeoutError:
-        return []
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within_s
-    while len(batch) < max_records:
-        if queue.empty():
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            try:
-                batch.append(await asyncio.wait_for(queue.get(), remaining))
-            except TimeoutError:
-                break
-        else:
-            batch.append(queue.get_nowait())
-    return batch
 
 
 @dataclass
@@ -98,28 +73,25 @@ class Batches:
     within_s: float
     on_gap: Callable[[], None]
 
-    async def run(self, queue: asyncio.Queue[faust.EventT[Any]]) -> None:
-        """Take the queue's events a batch at a time, for good; a failed delivery ends it
-        (and the agent) at once."""
+    async def run(self, intake: Intake) -> None:
+        """Take the intake's records a batch at a time, for good; a failed delivery ends
+        it (and the agent) at once."""
         async with asyncio.TaskGroup() as reports:
-            await self._run(queue, reports)
+            await self._run(intake, reports)
 
-    async def _run(
-        self, queue: asyncio.Queue[faust.EventT[Any]], reports: asyncio.TaskGroup
-    ) -> None:
+    async def _run(self, intake: Intake, reports: asyncio.TaskGroup) -> None:
         order: InOrder[TP] = InOrder()
         holes: dict[TP, tuple[int, float]] = {}  # where each partition was sought back to
         passed_over: set[TP] = set()  # partitions with records read during a rebalance
         previous: asyncio.Task[None] | None = None  # the last batch, until it is reported
         while True:
             timeout = RESEEK_S if holes or passed_over else None
-            events = await _next_batch(queue, self.max_records, self.within_s, timeout)
+            messages = await intake.take(self.max_records, self.within_s, timeout)
             owned = self.consumer.owned()
             if owned is not None:
                 await self._read_again(order, passed_over, holes)
             taken = []
-            for event in events:
-                msg = event.message
+            for msg in messages:
                 tp, offset = msg.tp, msg.offset
                 if owned is None or msg.generation_id != owned[0] or tp not in owned[1]:
                     self.consumer.released([msg])  # read again after the rebalance
@@ -129,7 +101,7 @@ class Batches:
                     tp, offset, self.consumer.ledger.floor(tp), self.consumer.seeks
                 )
                 if verdict == InOrder.PROCESS:
-                    taken.append(event)
+                    taken.append(msg)
                     holes.pop(tp, None)
                     continue
                 self.consumer.released([msg])
@@ -141,14 +113,13 @@ class Batches:
                 await previous  # the batch before is reported first
                 previous = None
             if acked is None:
-                for _ in events:
-                    queue.task_done()
+                intake.done(len(messages))
             else:
-                previous = reports.create_task(self._report(acked, taken, len(events), queue))
+                previous = reports.create_task(self._report(acked, taken, len(messages), intake))
             if self.consumer.owned() is not None:
                 await self._seek_again(holes)
 
-    async def _handle(self, taken: list[faust.EventT[Any]]) -> Awaitable[Any]:
+    async def _handle(self, taken: list[Message]) -> Awaitable[Any]:
         """Run the handler on a batch and hand what it produced to the producer; what
         this returns completes when the broker has acknowledged all of it."""
         deliveries = Deliveries(self.producer)
@@ -158,16 +129,15 @@ class Batches:
     async def _report(
         self,
         acked: Awaitable[Any],
-        taken: list[faust.EventT[Any]],
+        taken: list[Message],
         count: int,
-        queue: asyncio.Queue[faust.EventT[Any]],
+        intake: Intake,
     ) -> None:
         """Once the broker has a batch's output, report its records processed (the
-        commit may pass them now) and its ``count`` events done."""
+        commit may pass them now) and its ``count`` records done."""
         await acked
-        self.consumer.processed(event.message for event in taken)
-        for _ in range(count):
-            queue.task_done()
+        self.consumer.processed(taken)
+        intake.done(count)
 
     async def _read_again(
         self, order: InOrder[TP], passed_over: set[TP], holes: dict[TP, tuple[int, float]]
@@ -220,13 +190,21 @@ class Batches:
         if tp in self.consumer.assignment():
             await self.consumer.seek(tp, offset)
 
-    async def consume(self, stream: faust.StreamT[Any]) -> None:
-        """Run the handler on each batch of the stream's events in order; report a
-        batch's records processed once what they produced is delivered."""
-        queue: asyncio.Queue[faust.EventT[Any]] = asyncio.Queue(maxsize=self.max_records)
-        async with asyncio.TaskGroup() as group:
-            batches = group.create_task(self.run(queue))
-            async for event in stream.events():
-                await queue.put(event)
-            await queue.join()
-            batches.cancel()
+    async def consume(self, stream: faust.StreamT[Any], topics: Iterable[str]) -> None:
+        """Run the handler on each batch of the records of ``topics`` (the stream's) in
+        order; report a batch's records processed once what they produced is delivered.
+        The consumer hands the records over to this agent's intake; the stream carries
+        only those it did not (none while the intake is there: iterating it subscribes
+        the topics)."""
+        intake = Intake(self.max_records)
+        self.consumer.hand_over(topics, intake)
+        try:
+            async with asyncio.TaskGroup() as group:
+                batches = group.create_task(self.run(intake))
+                async for event in stream.events():
+                    await intake.wait_room()
+                    intake.put([event.message])
+                await intake.join()
+                batches.cancel()
+        finally:
+            self.consumer.hand_over(topics, None)

@@ -27,6 +27,12 @@ is sought to its earliest offset, where a restart would begin. A record stays in
 ``unacked`` set until processed, so a rebalance (``Consumer.wait_empty``) waits for
 every delivery in flight before the recovery reads the changelogs' high watermarks.
 
+Its fetch loop hands the records of an agent's topics to that agent's
+:class:`~fairlane_scorer.intake.Intake`, a fetch at a time, instead of Faust's
+per-record path (two tasks per record in ``_drain_messages``, then the conductor, the
+stream and its event); records of other topics (the changelogs during recovery) take
+Faust's path as before.
+
 And no record is processed while a rebalance is under way (:meth:`ScorerConsumer.owned`):
 Faust resumes the flow to read the changelogs, and records fetched before the
 rebalance reach the agents meanwhile (seen: records of the old generation processed
@@ -36,17 +42,21 @@ rows into the table, over what such a record's batch wrote or before the row it 
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import faust
+from faust.transport.consumer import CONSUMER_FETCHING
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
 from faust.types.transports import TPorTopicSet
+from mode import ServiceT
 from mode.utils.futures import notify
 
 from fairlane_scorer.core.offsets import OffsetLedger
+from fairlane_scorer.intake import Intake
 
 __all__ = ["ScorerConsumer", "install_transport"]
 
@@ -61,6 +71,83 @@ class ScorerConsumer(faust_aiokafka.Consumer):
         super().__init__(*args, **kwargs)
         self.ledger = OffsetLedger()
         self.seeks = 0
+        self._intakes: dict[str, Intake] = {}
+
+    def hand_over(self, topics: Iterable[str], intake: Intake | None) -> None:
+        """Hand the records of ``topics`` to ``intake`` from the next fetch on (None:
+        through Faust's streams again)."""
+        for topic in topics:
+            if intake is None:
+                self._intakes.pop(topic, None)
+            else:
+                self._intakes[topic] = intake
+
+    async def _drain_messages(self, fetcher: ServiceT) -> None:
+        """Faust's fetch loop (``Consumer._drain_messages``), a fetch at a time: what
+        the fetcher read goes to :meth:`_hand_out`."""
+        try:
+            while not (self.should_stop or fetcher.should_stop):
+                self.diag.set_flag(CONSUMER_FETCHING)
+                records, active = await self._wait_next_records(1.0)
+                await self.sleep(0)  # a fetch may come back at once, again and again
+                if records and not self.should_stop:
+                    await self._hand_out(records, active)
+                self.diag.unset_flag(CONSUMER_FETCHING)
+        except self.consumer_stopped_errors:
+            if not self.transport.app.should_stop:
+                raise
+        except asyncio.CancelledError:
+            if not self.transport.app.should_stop:
+                raise
+        finally:
+            self.diag.unset_flag(CONSUMER_FETCHING)
+
+    async def _hand_out(self, records: Mapping[TP, Sequence[Any]], active: set[TP] | None) -> None:
+        """Records of a topic with an intake go there in one call per partition; the
+        others to Faust's conductor one by one, as Faust's loop does. As there, a
+        record before the partition's read offset (a fetch from before a seek) is
+        dropped, and a fetch stops when the flow stops or the generation changes (the
+        seek to the commits after the rebalance reads the rest again). Faust's monitor
+        is not told each partition's end offset (its web statistics only; the lag is
+        the scorer's own metric)."""
+        if not self.flow_active:  # stopped while fetching: as Faust's getmany does
+            try:
+                await self.perform_seek()
+            except Exception as exc:  # noqa: BLE001 - Faust's loop goes on too
+                log.warning("seek to the commits while the flow is stopped failed: %r", exc)
+            return
+        generation = self.app.consumer_generation_id
+        read_offset = self._read_offset
+        for tp, fetched in records.items():
+            if not self.flow_active or self.app.consumer_generation_id != generation:
+                return
+            if active is not None and tp not in active and tp not in self._buffered_partitions:
+                continue
+            intake = self._intakes.get(tp.topic)
+            if intake is not None and not intake.has_room():
+                await self.wait_first(intake.wait_room(), self.suspend_flow.wait())
+                if not intake.has_room() or not self.flow_active:
+                    return  # the flow stopped: read again after the rebalance
+            start = read_offset[tp]
+            messages = [
+                self._to_message(tp, record)
+                for record in fetched
+                if start is None or record.offset >= start
+            ]
+            if not messages:
+                continue
+            if intake is None:
+                for message in messages:
+                    if not self.flow_active or self.app.consumer_generation_id != generation:
+                        return
+                    await self.wait_first(self.callback(message), self.suspend_flow.wait())
+                    read_offset[tp] = message.offset
+                continue
+            unacked = self._unacked_messages
+            for message in messages:
+                unacked.add(message)
+            intake.put(messages)
+            read_offset[tp] = messages[-1].offset
 
     def ack(self, message: Message) -> bool:
         """Faust's acks (of records yielded *or skipped* by a stream) count for nothing."""

@@ -125,11 +125,12 @@ class Lanes:
     def labels(self, lanes: list[int]) -> list[GpuLabels]:
         """The score-record labels of these lanes."""
         node_of = np.repeat(np.arange(len(self.nodes)), np.diff([*self.starts, len(self.uuids)]))
+        starts, nodes, node_label = self.starts.tolist(), self.nodes, self.node_label
         out = []
         for lane, i in zip(lanes, node_of[lanes].tolist(), strict=True):
-            index, model, mem_total = self.node_label[i]
-            g = lane - int(self.starts[i])
-            out.append(GpuLabels(self.nodes[i], index[g], model[g], mem_total[g]))
+            index, model, mem_total = node_label[i]
+            g = lane - starts[i]
+            out.append(GpuLabels(nodes[i], index[g], model[g], mem_total[g]))
         return out
 
 
