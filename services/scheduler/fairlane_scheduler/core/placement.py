@@ -38,8 +38,10 @@ __all__ = [
     "PlacementPolicy",
     "best_per_node",
     "choose",
+    "chosen",
     "effective_capacity",
     "qualifying",
+    "rank_keys",
     "rank_nodes",
     "rejection_masks",
 ]
@@ -232,6 +234,42 @@ def _min_and_sum_by_row(
     return low, total
 
 
+def rank_keys(
+    fleet: FleetView,
+    shape: JobShape,
+    resolution: float,
+    candidates: NodeCandidates,
+) -> tuple[list[npt.NDArray[np.float64] | npt.NDArray[np.intp]], npt.NDArray[np.float64]]:
+    """The keys the packing ranks candidates by (the first the most significant, the
+    smallest first; the last is the node name's rank, so no two candidates tie), and
+    each candidate's slowest GPU's effective capacity."""
+    min_cap, total_cap = _min_and_sum_by_row(effective_capacity(fleet, shape, candidates.top))
+    name_rank = fleet.name_rank()[candidates.node_ids]
+    used, size = candidates.used, candidates.size
+    free = (size - used).astype(float)
+    if resolution > 0:
+        # Capacities inside one resolution step are equal; equally fast gangs are packed.
+        step = -np.floor(min_cap / resolution + 1e-9)
+        keys = {"fastest": (step, free), "binpack": (free, step), "spread": (used / size, step)}
+        return [*keys[shape.policy], name_rank], min_cap
+    by = {"fastest": -min_cap, "binpack": free, "spread": used / size}
+    return [by[shape.policy], -min_cap, -total_cap, name_rank], min_cap
+
+
+def chosen(
+    fleet: FleetView,
+    candidates: NodeCandidates,
+    min_cap: npt.NDArray[np.float64],
+    order: npt.NDArray[np.intp],
+) -> Choice:
+    """The candidates at positions ``order``, in that order, as the choice."""
+    nodes = tuple(
+        NodeChoice(fleet.nodes[candidates.node_ids[i]], tuple(int(r) for r in candidates.top[i]))
+        for i in order
+    )
+    return Choice(nodes, float(min_cap[order].min()))
+
+
 def rank_nodes(
     fleet: FleetView,
     shape: JobShape,
@@ -239,23 +277,8 @@ def rank_nodes(
     candidates: NodeCandidates,
 ) -> Choice:
     """The gang of ``shape.nodes`` candidates the packing prefers (at least that many)."""
-    node_ids, top = candidates.node_ids, candidates.top
-    min_cap, total_cap = _min_and_sum_by_row(effective_capacity(fleet, shape, top))
-    name_rank = fleet.name_rank()[node_ids]
-    used, size = candidates.used, candidates.size
-    free = (size - used).astype(float)
-    if resolution > 0:
-        # Capacities inside one resolution step are equal; equally fast gangs are packed.
-        step = -np.floor(min_cap / resolution + 1e-9)
-        keys = {"fastest": (step, free), "binpack": (free, step), "spread": (used / size, step)}
-        order = smallest_by((*keys[shape.policy], name_rank), shape.nodes)
-    else:
-        by = {"fastest": -min_cap, "binpack": free, "spread": used / size}
-        order = smallest_by((by[shape.policy], -min_cap, -total_cap, name_rank), shape.nodes)
-    chosen = tuple(
-        NodeChoice(fleet.nodes[node_ids[i]], tuple(int(r) for r in top[i])) for i in order
-    )
-    return Choice(chosen, float(min_cap[order].min()))
+    keys, min_cap = rank_keys(fleet, shape, resolution, candidates)
+    return chosen(fleet, candidates, min_cap, smallest_by(keys, shape.nodes))
 
 
 def _choose(
