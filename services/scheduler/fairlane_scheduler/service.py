@@ -262,13 +262,13 @@ class PlacementService:
                 outcome = await self._store.promote(placement, self._clock_ms(), self._ports)
             else:
                 outcome = await self._commits.create(placement, request)
+            if isinstance(outcome, Written) and outcome.placement.is_live:
+                self.ledger.commit(Holding.of(outcome.placement))  # takes the reservation over
         except AllocationConflictError:
             outcome = None
         finally:
-            self.ledger.unreserve(placement.id)
-        if isinstance(outcome, Written) and outcome.placement.is_live:
-            self.ledger.commit(Holding.of(outcome.placement))
-        elif outcome is None or isinstance(outcome, NoFreePort):
+            self.ledger.unreserve(placement.id)  # nothing left to do once committed
+        if outcome is None or isinstance(outcome, NoFreePort):
             self.conflicts += 1
             await self.resync()
         return outcome
