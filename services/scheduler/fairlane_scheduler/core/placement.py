@@ -178,8 +178,11 @@ def best_per_node(
     order = fleet.rows_by_node()
     rows = order[ok[order]]
     nodes = fleet.node[rows]
-    starts = np.flatnonzero(np.r_[True, nodes[1:] != nodes[:-1]]) if len(rows) else rows
-    counts = np.diff(np.r_[starts, len(rows)])
+    if len(rows):
+        starts = np.concatenate(([0], np.flatnonzero(nodes[1:] != nodes[:-1]) + 1))
+    else:
+        starts = rows
+    counts = np.diff(starts, append=len(rows))
     node_ids = nodes[starts].astype(np.intp)
     enough = counts >= per_node
     top = rows[starts[enough][:, None] + np.arange(per_node)]
@@ -264,8 +267,8 @@ def chosen(
 ) -> Choice:
     """The candidates at positions ``order``, in that order, as the choice."""
     nodes = tuple(
-        NodeChoice(fleet.nodes[candidates.node_ids[i]], tuple(int(r) for r in candidates.top[i]))
-        for i in order
+        NodeChoice(fleet.nodes[candidates.node_ids[i]], tuple(candidates.top[i].tolist()))
+        for i in order.tolist()
     )
     return Choice(nodes, float(min_cap[order].min()))
 
