@@ -55,13 +55,18 @@ class _Ranking:
         self.resolution = resolution
         self._sorted: SortedList[_Key] = SortedList()
         self._key: dict[int, _Key] = {}  # node id -> its entry
+        #: Per node id, its best rows for the shape and their slowest GPU's capacity, as
+        #: of its last ranking (read for the nodes in the sorted list only).
+        self._top: npt.NDArray[np.intp] = np.zeros((0, 0), dtype=np.intp)
+        self._min_cap: npt.NDArray[np.float64] = np.zeros(0)
         self._refreshes = -1  # summaries.refreshes when last brought up to date
         self._relayouts = -1
 
     def catch_up(self, fleet: FleetView, summaries: NodeSummaries) -> None:
         """Re-rank the nodes the summaries recomputed since the last call (all of them
         after a new layout)."""
-        if summaries.relayouts != self._relayouts:
+        relayout = summaries.relayouts != self._relayouts
+        if relayout:
             self._sorted.clear()
             self._key.clear()
             self._relayouts = summaries.relayouts
@@ -75,15 +80,23 @@ class _Ranking:
             if (old := self._key.pop(node, None)) is not None:
                 self._sorted.remove(old)
         candidates = summary_candidates(fleet, summaries, self.shape, nodes)
-        keys, _ = rank_keys(fleet, self.shape, self.resolution, candidates)
+        keys, min_cap = rank_keys(fleet, self.shape, self.resolution, candidates)
+        if relayout:  # node ids and the GPUs a node may have change
+            self._top = np.full((len(fleet.nodes), candidates.top.shape[1]), -1, dtype=np.intp)
+            self._min_cap = np.zeros(len(fleet.nodes))
+        self._top[candidates.node_ids] = candidates.top
+        self._min_cap[candidates.node_ids] = min_cap
         columns = [key.tolist() for key in keys]
         entries = list(zip(*columns, candidates.node_ids.tolist(), strict=True))
         self._key.update((entry[-1], entry) for entry in entries)
         self._sorted.update(entries)
 
-    def head(self, count: int) -> npt.NDArray[np.intp]:
-        """The ids of the best ``count`` nodes (fewer when fewer fit)."""
-        return np.array([entry[-1] for entry in self._sorted.islice(0, count)], dtype=np.intp)
+    def head(self, fleet: FleetView, count: int) -> Choice | None:
+        """The best ``count`` nodes as the choice; None when fewer fit."""
+        if len(self._sorted) < count:
+            return None
+        ids = np.array([entry[-1] for entry in self._sorted.islice(0, count)], dtype=np.intp)
+        return chosen(fleet, ids, self._top[ids], self._min_cap[ids])
 
 
 class NodeRankings:
@@ -103,12 +116,10 @@ class NodeRankings:
         self.summaries.refresh(fleet, policy, now_ms)
         ranking = self._ranking(shape, policy.capacity_resolution)
         ranking.catch_up(fleet, self.summaries)
-        head = ranking.head(shape.nodes)
-        if len(head) < shape.nodes:
+        best = ranking.head(fleet, shape.nodes)
+        if best is None:
             return choose(fleet, shape, policy, fleet.held_rows(), now_ms)
-        candidates = summary_candidates(fleet, self.summaries, shape, head)
-        _, min_cap = rank_keys(fleet, shape, policy.capacity_resolution, candidates)
-        return chosen(fleet, candidates, min_cap, np.arange(len(head)))
+        return best
 
     def _ranking(self, shape: JobShape, resolution: float) -> _Ranking:
         speeds = None if shape.model_speeds is None else tuple(sorted(shape.model_speeds.items()))

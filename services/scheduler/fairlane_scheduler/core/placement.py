@@ -261,16 +261,17 @@ def rank_keys(
 
 def chosen(
     fleet: FleetView,
-    candidates: NodeCandidates,
+    node_ids: npt.NDArray[np.intp],
+    top: npt.NDArray[np.intp],
     min_cap: npt.NDArray[np.float64],
-    order: npt.NDArray[np.intp],
 ) -> Choice:
-    """The candidates at positions ``order``, in that order, as the choice."""
+    """These nodes, in this order, with their rows (``top``) as the choice; ``min_cap``:
+    each one's slowest GPU's effective capacity."""
     nodes = tuple(
-        NodeChoice(fleet.nodes[candidates.node_ids[i]], tuple(candidates.top[i].tolist()))
-        for i in order.tolist()
+        NodeChoice(fleet.nodes[node], tuple(rows))
+        for node, rows in zip(node_ids.tolist(), top.tolist(), strict=True)
     )
-    return Choice(nodes, float(min_cap[order].min()))
+    return Choice(nodes, float(min_cap.min()))
 
 
 def rank_nodes(
@@ -281,7 +282,8 @@ def rank_nodes(
 ) -> Choice:
     """The gang of ``shape.nodes`` candidates the packing prefers (at least that many)."""
     keys, min_cap = rank_keys(fleet, shape, resolution, candidates)
-    return chosen(fleet, candidates, min_cap, smallest_by(keys, shape.nodes))
+    order = smallest_by(keys, shape.nodes)
+    return chosen(fleet, candidates.node_ids[order], candidates.top[order], min_cap[order])
 
 
 def _choose(
