@@ -120,7 +120,7 @@ async def _place(s: Scheduler, job_id: str, **request: Any) -> list[str]:
 
 async def test_decisions_from_summaries_equal_the_full_scan(scheduler: Scheduler) -> None:
     s = scheduler
-    summaries = s.app.state.runtime.service.summaries
+    summaries = s.app.state.runtime.service.rankings.summaries
     assert not summaries.ids  # nothing has read them yet
     k80 = {"models": ["K80"]}
     # fastest: the highest slowest GPU; on the mixed node only its K80s count.

@@ -25,6 +25,28 @@ def test_reservations_and_commits_hold_gpus_ports_and_usage() -> None:
     assert (list(ledger.gpus), list(ledger.ports("n1")), dict(ledger.usage("a"))) == ([], [], {})
 
 
+def test_a_commit_equal_to_its_reservation_takes_it_over_untouched() -> None:
+    fleet = FleetView(StabilityPolicy(0.65, 120))
+    fleet.apply(gpu_score(node="n1", uuid="g1", index=0))
+    ledger = Ledger(fleet)
+    ledger.reserve(holding("p1", "g1", "g2"))
+    changes = fleet.changes
+    ledger.commit(holding("p1", "g1", "g2"))
+    assert fleet.changes == changes  # no GPU let go and taken again: nothing to recompute
+    assert (set(ledger.gpus), set(ledger.ports("n1")), dict(ledger.usage("a"))) == (
+        {"g1", "g2"},
+        {29500},
+        {"H100": 2},
+    )
+    assert ledger.holds("p1")
+    assert list(fleet.held_rows()) == [0]
+    ledger.unreserve("p1")  # what the service does after any write: nothing, once committed
+    assert set(ledger.gpus) == {"g1", "g2"}
+    ledger.release("p1")
+    assert (list(ledger.gpus), list(ledger.ports("n1")), dict(ledger.usage("a"))) == ([], [], {})
+    assert list(fleet.held_rows()) == []
+
+
 def test_a_failed_write_gives_its_reservation_back() -> None:
     ledger = Ledger()
     ledger.reserve(holding("p1", "g1"))

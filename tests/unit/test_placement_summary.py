@@ -1,7 +1,10 @@
-"""The choice read from per-node summaries (core/placement_summary.py) equals the full
-scan's (core/placement.py ``choose`` on the held GPUs), on random fleets and through
-random changes between decisions: score records, holds, cordons, GPUs that move or
-appear, and a clock that ends cooling windows, turns records stale and goes back."""
+"""The choice read from the ranked per-node summaries (core/node_ranking.py,
+core/placement_summary.py) equals the full scan's (core/placement.py ``choose`` on the
+held GPUs), on random fleets and through random changes between decisions: score
+records, holds, cordons, GPUs that move or appear, and a clock that ends cooling
+windows, turns records stale and goes back; for single nodes and gangs, with and
+without model and memory constraints and the job's own model speeds, with rankings
+kept across decisions (and evicted: few shapes at once) and made afresh."""
 
 from __future__ import annotations
 
@@ -10,10 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
-from fairlane_scheduler.core.node_summary import NodeSummaries
+from fairlane_scheduler.core.node_ranking import NodeRankings
 from fairlane_scheduler.core.partial_sort import smallest_by
 from fairlane_scheduler.core.placement import JobShape, PlacementPolicy, choose
-from fairlane_scheduler.core.placement_summary import choose_on_summaries
 from tests.factories import GIB, gpu_score
 
 NOW = 1_700_000_000_000
@@ -86,11 +88,15 @@ def _put(
 
 
 def _same(
-    fleet: FleetView, kept: NodeSummaries, shape: JobShape, policy: PlacementPolicy, now: int
+    fleet: FleetView,
+    kept: list[NodeRankings],
+    shape: JobShape,
+    policy: PlacementPolicy,
+    now: int,
 ) -> None:
     want = choose(fleet, shape, policy, fleet.held_rows(), now)
-    assert choose_on_summaries(fleet, kept, shape, policy, now) == want
-    assert choose_on_summaries(fleet, NodeSummaries(), shape, policy, now) == want
+    for rankings in (*kept, NodeRankings()):
+        assert rankings.choose(fleet, shape, policy, now) == want
 
 
 @settings(max_examples=250, deadline=None)
@@ -104,7 +110,7 @@ def test_the_summary_choice_equals_the_full_scan(initial, policy, steps) -> None
     now = NOW
     for record in initial:
         _apply(fleet, record, now)
-    kept = NodeSummaries()
+    kept = [NodeRankings(), NodeRankings(max_shapes=2)]
     for change, shape in steps:
         kind = change[0]
         if kind == "record":
@@ -136,10 +142,10 @@ def test_smallest_is_the_head_of_a_lexsort(pairs, count) -> None:  # type: ignor
 
 
 def test_a_clock_that_goes_back_makes_a_stale_gpu_fresh_again() -> None:
-    fleet, policy, kept = FleetView(), PlacementPolicy(stale_after_s=20), NodeSummaries()
+    fleet, policy, kept = FleetView(), PlacementPolicy(stale_after_s=20), NodeRankings()
     _put(fleet, "n0", "n0-0", 0, 1.0, 0, False, NOW)
     _put(fleet, "n1", "n1-0", 0, 0.7, 0, False, NOW + 10_000)
     for now, best in ((NOW + 21_000, "n1"), (NOW + 16_000, "n0")):
-        choice = choose_on_summaries(fleet, kept, JobShape(1), policy, now)
+        choice = kept.choose(fleet, JobShape(1), policy, now)
         assert choice == choose(fleet, JobShape(1), policy, fleet.held_rows(), now)
         assert [n.node for n in choice.nodes] == [best]  # type: ignore[union-attr]

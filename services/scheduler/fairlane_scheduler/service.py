@@ -13,7 +13,7 @@ from fairlane_scheduler.core.decision import SUMMARIES_FROM_NODES, decide
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.ledger import Holding, Ledger
 from fairlane_scheduler.core.master_port import PortRange
-from fairlane_scheduler.core.node_summary import NodeSummaries
+from fairlane_scheduler.core.node_ranking import NodeRankings
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.core.placements import EventKind, Placement, PlacementRequest, waiting
 from fairlane_scheduler.core.quota import Quota, check_quota
@@ -68,8 +68,9 @@ class PlacementService:
         self._is_fleet_ready = is_fleet_ready
         self._new_id = new_id
         self.ledger = Ledger(fleet)
-        #: The fleet per node, for this policy's decisions from summaries_from_nodes nodes up.
-        self.summaries = NodeSummaries()
+        #: The fleet per node, ranked per request shape, for this policy's decisions from
+        #: summaries_from_nodes nodes up.
+        self.rankings = NodeRankings()
         self._summaries_from_nodes = summaries_from_nodes
         self._commits = GroupCommit(store, ports, batch_max)
         self._ends = GroupEnd(store, batch_max)
@@ -238,7 +239,7 @@ class PlacementService:
         placement = decide(
             request,
             fleet=self._fleet,
-            summaries=self.summaries,
+            rankings=self.rankings,
             ledger=self.ledger,
             quota=self._quotas.get(request.namespace),
             policy=self._policy,
@@ -261,13 +262,13 @@ class PlacementService:
                 outcome = await self._store.promote(placement, self._clock_ms(), self._ports)
             else:
                 outcome = await self._commits.create(placement, request)
+            if isinstance(outcome, Written) and outcome.placement.is_live:
+                self.ledger.commit(Holding.of(outcome.placement))  # takes the reservation over
         except AllocationConflictError:
             outcome = None
         finally:
-            self.ledger.unreserve(placement.id)
-        if isinstance(outcome, Written) and outcome.placement.is_live:
-            self.ledger.commit(Holding.of(outcome.placement))
-        elif outcome is None or isinstance(outcome, NoFreePort):
+            self.ledger.unreserve(placement.id)  # nothing left to do once committed
+        if outcome is None or isinstance(outcome, NoFreePort):
             self.conflicts += 1
             await self.resync()
         return outcome

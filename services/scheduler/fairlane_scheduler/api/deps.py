@@ -24,6 +24,8 @@ __all__ = ["Runtime", "RuntimeDep", "SchedulerMetrics"]
 class SchedulerMetrics:
     registry: CollectorRegistry
     placements: Counter
+    created: Counter  # placements{outcome="created"}, looked up once, not per request
+    replayed: Counter  # placements{outcome="replayed"}
     rejected: Counter
     dependency_failures: Counter
     placement_s: Histogram
@@ -34,11 +36,14 @@ class SchedulerMetrics:
     @classmethod
     def create(cls) -> SchedulerMetrics:
         r = CollectorRegistry()
+        placements = Counter(
+            "fairlane_scheduler_placements", "placement answers", ["outcome"], registry=r
+        )
         return cls(
             registry=r,
-            placements=Counter(
-                "fairlane_scheduler_placements", "placement answers", ["outcome"], registry=r
-            ),
+            placements=placements,
+            created=placements.labels("created"),
+            replayed=placements.labels("replayed"),
             rejected=Counter(
                 "fairlane_scheduler_no_capacity", "requests nothing could take", registry=r
             ),

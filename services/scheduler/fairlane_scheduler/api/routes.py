@@ -84,15 +84,15 @@ async def create_placement(body: PlacementIn, runtime: RuntimeDep, caller: Calle
 
 async def place(runtime: Runtime, caller: Caller, body: PlacementIn) -> Response:
     """POST /v1/placements once its body is read (here and in api/hot_routes.py)."""
-    body = body.model_copy(update={"namespace": body.namespace or caller.namespace or "default"})
-    caller.require_namespace(str(body.namespace))
+    namespace = body.namespace or caller.namespace or "default"
+    caller.require_namespace(namespace)
     try:
         with runtime.metrics.placement_s.time():
-            placement, created = await runtime.service.place(body.to_core())
+            placement, created = await runtime.service.place(body.to_core(namespace))
     except NoCapacityError:
         runtime.metrics.rejected.inc()
         raise
-    runtime.metrics.placements.labels("created" if created else "replayed").inc()
+    (runtime.metrics.created if created else runtime.metrics.replayed).inc()
     if not created:
         return placement_json(placement, status.HTTP_200_OK)
     if placement.state == "pending":

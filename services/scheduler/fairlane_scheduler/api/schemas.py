@@ -66,23 +66,25 @@ class PlacementIn(BaseModel):
         0, description="pending requests are placed by priority, then age"
     )
 
-    def canonical_json(self) -> bytes:
-        return orjson.dumps(self.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
+    def canonical_json(self, namespace: str) -> bytes:
+        """The body in ``namespace`` (the token's when the body names none), keys sorted."""
+        return orjson.dumps(
+            {**self.model_dump(mode="json"), "namespace": namespace}, option=orjson.OPT_SORT_KEYS
+        )
 
-    def to_core(self) -> PlacementRequest:
-        """The core request; ``namespace`` must be resolved (see ``in_namespace``)."""
-        if self.namespace is None:
-            raise ValueError("namespace not resolved")
+    def to_core(self, namespace: str) -> PlacementRequest:
+        """The core request in ``namespace``, resolved by the caller (``self.namespace``,
+        else the token's)."""
         models = None
         if self.models is not None:
             models = frozenset(spec.key for m in self.models if (spec := find_model(m)))
         return PlacementRequest(
             job_id=self.job_id,
-            namespace=self.namespace,
+            namespace=namespace,
             gpus_per_node=self.gpus_per_node,
             min_gpu_memory_gib=self.min_gpu_memory_gib,
             models=models,
-            fingerprint=hashlib.sha256(self.canonical_json()).hexdigest(),
+            fingerprint=hashlib.sha256(self.canonical_json(namespace)).hexdigest(),
             lease_s=self.lease_s,
             nodes=self.nodes,
             policy=self.policy,

@@ -1,5 +1,5 @@
 """One placement decision on the in-memory view (pure): the request's quota on what the
-ledger holds, the choice of GPUs on the fleet view (read from its per-node summaries), a
+ledger holds, the choice of GPUs on the fleet view (read from the ranked per-node summaries), a
 free MASTER_PORT on the master node, and the placement assembled from them. The caller
 reserves it in the ledger in the same step (no await between), so concurrent requests
 never choose the same GPUs."""
@@ -12,9 +12,8 @@ from dataclasses import replace
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.ledger import Ledger
 from fairlane_scheduler.core.master_port import PortRange, next_free_port
-from fairlane_scheduler.core.node_summary import NodeSummaries
+from fairlane_scheduler.core.node_ranking import NodeRankings
 from fairlane_scheduler.core.placement import JobShape, NoPlacement, PlacementPolicy, choose
-from fairlane_scheduler.core.placement_summary import choose_on_summaries
 from fairlane_scheduler.core.placements import Placement, PlacementRequest, assemble
 from fairlane_scheduler.core.quota import Quota, QuotaVerdict, models_within_quota
 from fairlane_scheduler.errors import NoCapacityError, QuotaExceededError
@@ -32,7 +31,7 @@ def decide(
     request: PlacementRequest,
     *,
     fleet: FleetView,
-    summaries: NodeSummaries,
+    rankings: NodeRankings,
     ledger: Ledger,
     quota: Quota | None,
     policy: PlacementPolicy,
@@ -54,7 +53,7 @@ def decide(
     if quota is not None:
         shape = replace(shape, models=_allowed_models(request, shape, quota, ledger, fleet))
     if len(fleet.nodes) >= summaries_from_nodes:
-        choice = choose_on_summaries(fleet, summaries, shape, policy, now_ms)
+        choice = rankings.choose(fleet, shape, policy, now_ms)
     else:
         choice = choose(fleet, shape, policy, fleet.held_rows(), now_ms)
     if isinstance(choice, NoPlacement):

@@ -107,9 +107,15 @@ class Ledger:
 
     def commit(self, holding: Holding) -> None:
         """``holding`` is live in Postgres now (it may differ from its reservation: the
-        database may have given it another port)."""
-        self.unreserve(holding.placement_id)
-        self._apply(holding, live=True)
+        database may have given it another port). A reservation it equals is taken over
+        as it stands: its GPUs, port and usage are counted already."""
+        reserved = self._reserved.pop(holding.placement_id, None)
+        if reserved == holding and holding.placement_id not in self._committed:
+            self._committed[holding.placement_id] = holding
+        else:
+            if reserved is not None:
+                self._unindex(reserved)
+            self._apply(holding, live=True)
         self._log(holding, live=True)
 
     def release(self, placement_id: str) -> None:

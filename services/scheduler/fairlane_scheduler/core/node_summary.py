@@ -130,9 +130,16 @@ class NodeSummaries:
     placement's order within a node, core/placement_summary.py; slot x node, as a decision
     reads its first slots of many nodes), its size, model and memory range. One more row
     at the end, id :attr:`unknown`, is a node without GPUs: the one names Fairlane has no
-    scores for get."""
+    scores for get.
+
+    What a refresh recomputed is stamped (:attr:`computed`, per node: the
+    :attr:`refreshes` count then; :attr:`relayouts` counts new layouts, which renumber
+    nodes), so a follower of the summaries (core/node_ranking.py) revisits those nodes
+    only."""
 
     def __init__(self) -> None:
+        self.refreshes = 0  # refreshes that recomputed some node
+        self.relayouts = 0
         self._layout = -1
         self._policy: PlacementPolicy | None = None
         self._cordoned: frozenset[str] | None = None
@@ -145,6 +152,7 @@ class NodeSummaries:
         slots, width = self.rows.shape[1], nodes + 1
         self.unknown = nodes
         self._seen = np.full(width, -1, dtype=np.int64)  # node_changed when computed
+        self.computed = np.zeros(width, dtype=np.int64)  # refreshes when computed
         self._due = np.zeros(width, dtype=np.int64)
         self.cordoned = np.zeros(width, dtype=bool)
         self.tally = no_tally(width)
@@ -180,6 +188,8 @@ class NodeSummaries:
         else:
             dirty = np.flatnonzero((stamp > self._seen[:width]) | (self._due[:width] <= now_ms))
         if len(dirty):
+            self.refreshes += 1
+            self.computed[dirty] = self.refreshes
             self._seen[dirty] = stamp[dirty]
             self._compute(fleet, policy, dirty, now_ms)
 
@@ -195,6 +205,7 @@ class NodeSummaries:
         self.rows[node[order], slot] = order
         self.ids = {name: i for i, name in enumerate(fleet.nodes)}
         self._layout, self._cordoned = fleet.layout, None
+        self.relayouts += 1
         self._empty(width)
 
     def _compute(

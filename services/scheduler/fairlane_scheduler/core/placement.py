@@ -38,8 +38,10 @@ __all__ = [
     "PlacementPolicy",
     "best_per_node",
     "choose",
+    "chosen",
     "effective_capacity",
     "qualifying",
+    "rank_keys",
     "rank_nodes",
     "rejection_masks",
 ]
@@ -176,8 +178,11 @@ def best_per_node(
     order = fleet.rows_by_node()
     rows = order[ok[order]]
     nodes = fleet.node[rows]
-    starts = np.flatnonzero(np.r_[True, nodes[1:] != nodes[:-1]]) if len(rows) else rows
-    counts = np.diff(np.r_[starts, len(rows)])
+    if len(rows):
+        starts = np.concatenate(([0], np.flatnonzero(nodes[1:] != nodes[:-1]) + 1))
+    else:
+        starts = rows
+    counts = np.diff(starts, append=len(rows))
     node_ids = nodes[starts].astype(np.intp)
     enough = counts >= per_node
     top = rows[starts[enough][:, None] + np.arange(per_node)]
@@ -232,6 +237,43 @@ def _min_and_sum_by_row(
     return low, total
 
 
+def rank_keys(
+    fleet: FleetView,
+    shape: JobShape,
+    resolution: float,
+    candidates: NodeCandidates,
+) -> tuple[list[npt.NDArray[np.float64] | npt.NDArray[np.intp]], npt.NDArray[np.float64]]:
+    """The keys the packing ranks candidates by (the first the most significant, the
+    smallest first; the last is the node name's rank, so no two candidates tie), and
+    each candidate's slowest GPU's effective capacity."""
+    min_cap, total_cap = _min_and_sum_by_row(effective_capacity(fleet, shape, candidates.top))
+    name_rank = fleet.name_rank()[candidates.node_ids]
+    used, size = candidates.used, candidates.size
+    free = (size - used).astype(float)
+    if resolution > 0:
+        # Capacities inside one resolution step are equal; equally fast gangs are packed.
+        step = -np.floor(min_cap / resolution + 1e-9)
+        keys = {"fastest": (step, free), "binpack": (free, step), "spread": (used / size, step)}
+        return [*keys[shape.policy], name_rank], min_cap
+    by = {"fastest": -min_cap, "binpack": free, "spread": used / size}
+    return [by[shape.policy], -min_cap, -total_cap, name_rank], min_cap
+
+
+def chosen(
+    fleet: FleetView,
+    node_ids: npt.NDArray[np.intp],
+    top: npt.NDArray[np.intp],
+    min_cap: npt.NDArray[np.float64],
+) -> Choice:
+    """These nodes, in this order, with their rows (``top``) as the choice; ``min_cap``:
+    each one's slowest GPU's effective capacity."""
+    nodes = tuple(
+        NodeChoice(fleet.nodes[node], tuple(rows))
+        for node, rows in zip(node_ids.tolist(), top.tolist(), strict=True)
+    )
+    return Choice(nodes, float(min_cap.min()))
+
+
 def rank_nodes(
     fleet: FleetView,
     shape: JobShape,
@@ -239,23 +281,9 @@ def rank_nodes(
     candidates: NodeCandidates,
 ) -> Choice:
     """The gang of ``shape.nodes`` candidates the packing prefers (at least that many)."""
-    node_ids, top = candidates.node_ids, candidates.top
-    min_cap, total_cap = _min_and_sum_by_row(effective_capacity(fleet, shape, top))
-    name_rank = fleet.name_rank()[node_ids]
-    used, size = candidates.used, candidates.size
-    free = (size - used).astype(float)
-    if resolution > 0:
-        # Capacities inside one resolution step are equal; equally fast gangs are packed.
-        step = -np.floor(min_cap / resolution + 1e-9)
-        keys = {"fastest": (step, free), "binpack": (free, step), "spread": (used / size, step)}
-        order = smallest_by((*keys[shape.policy], name_rank), shape.nodes)
-    else:
-        by = {"fastest": -min_cap, "binpack": free, "spread": used / size}
-        order = smallest_by((by[shape.policy], -min_cap, -total_cap, name_rank), shape.nodes)
-    chosen = tuple(
-        NodeChoice(fleet.nodes[node_ids[i]], tuple(int(r) for r in top[i])) for i in order
-    )
-    return Choice(chosen, float(min_cap[order].min()))
+    keys, min_cap = rank_keys(fleet, shape, resolution, candidates)
+    order = smallest_by(keys, shape.nodes)
+    return chosen(fleet, candidates.node_ids[order], candidates.top[order], min_cap[order])
 
 
 def _choose(

@@ -1,17 +1,13 @@
-"""The placement choice read from per-node summaries (pure): the same decision as
-:func:`~fairlane_scheduler.core.placement.choose` on the GPUs placements hold, without
-judging every GPU of the fleet on every call.
+"""Placement candidates read from per-node summaries (pure): of some nodes, those that can
+take a job's GPUs per node and their best rows, as the full scan
+(:func:`~fairlane_scheduler.core.placement.choose`) finds them, without judging every GPU.
 
-``choose`` builds a mask per reason over all rows and groups the qualifying ones by
-node, 4-24 ms a call at 100k GPUs (12,500 nodes), most of it re-sorting the fleet after
-scores changed. The summaries (core/node_summary.py) keep, per node, its qualifying GPUs
-best score first, recomputed only for the nodes that took a record or a hold since the
-last call, so a decision reads a few numbers per node: the nodes with enough qualifying
-GPUs, their best rows, and ranks them as ``choose`` does (:func:`rank_nodes`). A job
+The summaries (core/node_summary.py) keep, per node, its qualifying GPUs best score
+first, recomputed only for the nodes that took a record or a hold since the last look,
+so a node is read as a few numbers: its count of qualifying GPUs and its best rows. A job
 limited to models or a memory size is judged GPU by GPU only on the nodes that mix them.
-
-When too few nodes fit, the answer is ``choose``'s own: its refusal counts every GPU by
-reason, and ``best_available`` retries below the threshold. A refusal is the rare path.
+The ranking of the candidates (core/node_ranking.py) reads them for the nodes that
+changed only.
 """
 
 from __future__ import annotations
@@ -21,60 +17,46 @@ import numpy.typing as npt
 
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.node_summary import ALLOCATED, FREE, NodeSummaries
-from fairlane_scheduler.core.placement import (
-    Choice,
-    JobShape,
-    NodeCandidates,
-    NoPlacement,
-    PlacementPolicy,
-    choose,
-    rank_nodes,
-)
+from fairlane_scheduler.core.placement import JobShape, NodeCandidates
 
-__all__ = ["choose_on_summaries"]
+__all__ = ["summary_candidates"]
 
 _GIB = 1024**3
 
 
-def choose_on_summaries(
+def summary_candidates(
     fleet: FleetView,
     summaries: NodeSummaries,
     shape: JobShape,
-    policy: PlacementPolicy,
-    now_ms: int,
-) -> Choice | NoPlacement:
-    """``choose(fleet, shape, policy, fleet.held_rows(), now_ms)``, from ``summaries``
-    (refreshed first; keep one per policy, as they follow one policy at a time)."""
-    summaries.refresh(fleet, policy, now_ms)
-    width, per_node = len(fleet.nodes), shape.gpus_per_node
-    count = summaries.tally[:width, FREE]
-    mixed = np.zeros(0, dtype=np.intp)
+    nodes: npt.NDArray[np.intp],
+) -> NodeCandidates:
+    """Of the fleet node ids ``nodes`` (summaries refreshed), those with at least
+    ``shape.gpus_per_node`` qualifying GPUs of a model and size the job accepts, in the
+    order given, with those GPUs' best rows (best score first, then GPU index)."""
+    per_node = shape.gpus_per_node
+    count = summaries.tally[nodes, FREE]
+    top = summaries.ranked[:per_node].take(nodes, axis=1).T
     if shape.models is not None or shape.min_gpu_memory_gib is not None:
-        count, mixed, mixed_ranked = _admitted(fleet, summaries, shape, count)
-    node_ids = np.flatnonzero(count >= per_node)
-    if len(node_ids) < shape.nodes:
-        return choose(fleet, shape, policy, fleet.held_rows(), now_ms)
-    top = summaries.ranked[:per_node].take(node_ids, axis=1).T
-    if len(mixed):
-        at = np.searchsorted(node_ids, mixed)
-        fits = (at < len(node_ids)) & (node_ids[np.minimum(at, len(node_ids) - 1)] == mixed)
-        top[at[fits]] = mixed_ranked[fits, :per_node]
-    used = summaries.tally[:, ALLOCATED].take(node_ids)
-    candidates = NodeCandidates(node_ids, top, used, summaries.size.take(node_ids))
-    return rank_nodes(fleet, shape, policy.capacity_resolution, candidates)
+        count = _admitted(fleet, summaries, shape, nodes, count=count, top=top)
+    fits = count >= per_node
+    node_ids = nodes[fits]
+    used = summaries.tally[node_ids, ALLOCATED]
+    return NodeCandidates(node_ids, top[fits], used, summaries.size[node_ids])
 
 
 def _admitted(
     fleet: FleetView,
     summaries: NodeSummaries,
     shape: JobShape,
+    nodes: npt.NDArray[np.intp],
+    *,
     count: npt.NDArray[np.int64],
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.intp], npt.NDArray[np.intp]]:
-    """Qualifying GPUs per node of a model and size the job accepts; and the nodes that
-    mix accepted and refused GPUs, with their accepted qualifying rows, best first."""
-    width = len(count)
-    model, lo, hi = (a[:width] for a in (summaries.model, summaries.mem_lo, summaries.mem_hi))
-    every, none = np.ones(width, dtype=bool), np.zeros(width, dtype=bool)
+    top: npt.NDArray[np.intp],
+) -> npt.NDArray[np.int64]:
+    """Qualifying GPUs per node of a model and size the job accepts; on the nodes that
+    mix accepted and refused GPUs, ``top`` is set to their accepted rows, best first."""
+    model, lo, hi = summaries.model[nodes], summaries.mem_lo[nodes], summaries.mem_hi[nodes]
+    every, none = np.ones(len(nodes), dtype=bool), np.zeros(len(nodes), dtype=bool)
     allowed = np.ones(max(len(fleet.models), 1), dtype=bool)
     need = -np.inf
     if shape.models is not None:
@@ -88,9 +70,12 @@ def _admitted(
         none |= hi < need
     count = np.where(none, 0, count)
     mixed = np.flatnonzero(~every & ~none)
-    rows = summaries.ranked[:, mixed].T
-    safe = np.where(rows >= 0, rows, 0)
-    accepted = (rows >= 0) & allowed[fleet.model[safe]] & (fleet.mem_bytes[safe] >= need)
-    order = np.argsort(~accepted, axis=1, kind="stable")  # accepted first, still best first
-    count[mixed] = accepted.sum(axis=1)
-    return count, mixed, np.take_along_axis(np.where(accepted, rows, -1), order, axis=1)
+    if len(mixed):
+        rows = summaries.ranked[:, nodes[mixed]].T
+        safe = np.where(rows >= 0, rows, 0)
+        accepted = (rows >= 0) & allowed[fleet.model[safe]] & (fleet.mem_bytes[safe] >= need)
+        order = np.argsort(~accepted, axis=1, kind="stable")  # accepted first, still best first
+        count[mixed] = accepted.sum(axis=1)
+        ranked = np.take_along_axis(np.where(accepted, rows, -1), order, axis=1)
+        top[mixed] = ranked[:, : top.shape[1]]
+    return count

@@ -131,24 +131,24 @@ def assemble(
     ``NODE_RANK`` (choice order), ``WORLD_SIZE`` and the master node's address and port."""
     master = choice.nodes[0].node
     world_size = sum(len(n.rows) for n in choice.nodes)
+    uuids = fleet.uuids
     assignments = []
     for rank, node in enumerate(choice.nodes):
-        rows = sorted(node.rows, key=lambda r: int(fleet.index[r]))
+        rows = list(node.rows)
+        by_index = sorted(zip(fleet.index[rows].tolist(), rows, strict=True), key=_first)
         assignments.append(
             NodeAssignment.model_construct(
                 node=node.node,
                 node_rank=rank,
-                gpus=[
-                    GpuSlot.model_construct(uuid=fleet.uuids[r], index=int(fleet.index[r]))
-                    for r in rows
-                ],
-                cuda_visible_devices=",".join(str(fleet.index[r]) for r in rows),
+                gpus=[GpuSlot.model_construct(uuid=uuids[r], index=i) for i, r in by_index],
+                cuda_visible_devices=",".join(str(i) for i, _ in by_index),
                 master_addr=master,
                 master_port=port,
                 world_size=world_size,
             )
         )
     rows = [r for node in choice.nodes for r in node.rows]
+    scores, models = fleet.score[rows].tolist(), fleet.model[rows].tolist()
     lease_ms = None if request.lease_s is None else now_ms + round(request.lease_s * 1000)
     return Placement(
         id=placement_id,
@@ -160,6 +160,10 @@ def assemble(
         fingerprint=request.fingerprint,
         lease_expires_at_ms=lease_ms,
         fallback=choice.fallback,
-        gpu_scores={fleet.uuids[r]: float(fleet.score[r]) for r in rows},
-        gpu_models={fleet.uuids[r]: fleet.models[fleet.model[r]] for r in rows},
+        gpu_scores={uuids[r]: score for r, score in zip(rows, scores, strict=True)},
+        gpu_models={uuids[r]: fleet.models[m] for r, m in zip(rows, models, strict=True)},
     )
+
+
+def _first(pair: tuple[int, int]) -> int:
+    return pair[0]

@@ -1,0 +1,107 @@
+"""The placement decision alone (not a test): CPU per decision of the full scan
+(``choose``) and of the ranked per-node summaries (``NodeRankings.choose``) on fleets of
+8-GPU nodes, in the placement benchmark's pattern: jobs of 1-4 GPUs, each one's GPUs
+held once decided, 16 of them live at a time (the oldest released as a new one comes),
+so every decision sees the holds of the one before. Scores as bench/scheduler_place.py
+draws them (uniform 0.5-1.0, so about 30 % of the GPUs are below the threshold).
+
+    .venv/bin/python -m bench.scheduler_decision --sizes 1000,10000,100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from fairlane_events.records import GpuScore
+from fairlane_scheduler.core.fleet import FleetView
+from fairlane_scheduler.core.node_ranking import NodeRankings
+from fairlane_scheduler.core.placement import Choice, JobShape, NoPlacement, PlacementPolicy, choose
+
+GPUS_PER_NODE = 8
+GIB = 1024**3
+NOW_MS = 1_700_000_000_000
+POLICY = PlacementPolicy(stale_after_s=3600)
+
+
+def fleet_of(gpus: int) -> FleetView:
+    fleet = FleetView()
+    rng = np.random.default_rng(0)
+    for i in range(gpus):
+        score = float(rng.uniform(0.5, 1.0))
+        fleet.apply(
+            GpuScore(
+                node=f"node-{i // GPUS_PER_NODE:05d}",
+                uuid=f"GPU-{i}",
+                index=i % GPUS_PER_NODE,
+                model="NVIDIA H100 80GB HBM3",
+                score=score,
+                speed=2.6,
+                effective_capacity=score * 2.6,
+                components={},
+                samples_in_window=10,
+                stale=False,
+                mem_total_bytes=80 * GIB,
+                ts_ms=NOW_MS,
+            )
+        )
+    return fleet
+
+
+def cpu_per_decision_us(
+    fleet: FleetView, decide: Callable[[JobShape, int], Choice | NoPlacement], calls: int
+) -> float:
+    """Mean CPU per decision after a warm-up (the rankings' first build excluded)."""
+    live: collections.deque[list[str]] = collections.deque()
+    spent = 0.0
+    for n in range(calls + 100):
+        started = time.process_time()
+        choice = decide(JobShape(gpus_per_node=1 + n % 4), NOW_MS + n)
+        if n >= 100:
+            spent += time.process_time() - started
+        assert isinstance(choice, Choice), choice
+        gpus = [fleet.uuids[r] for node in choice.nodes for r in node.rows]
+        for uuid in gpus:
+            fleet.hold(uuid)
+        live.append(gpus)
+        if len(live) > 16:
+            for uuid in live.popleft():
+                fleet.hold(uuid, held=False)
+    return 1e6 * spent / calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--calls", type=int, default=2000)
+    args = parser.parse_args()
+    for gpus in (int(s) for s in args.sizes.split(",")):
+        scan, ranked = both_ways(fleet_of(gpus), args.calls)
+        nodes = -(-gpus // GPUS_PER_NODE)
+        print(
+            f"{gpus:>7,} GPUs ({nodes:,} nodes): full scan {scan:,.0f} us, "
+            f"ranked summaries {ranked:,.0f} us CPU per decision"
+        )
+
+
+def both_ways(fleet: FleetView, calls: int) -> tuple[float, float]:
+    """CPU per decision of the full scan, then of the ranked summaries, on ``fleet``."""
+    rankings = NodeRankings()
+
+    def scan(shape: JobShape, now_ms: int) -> Choice | NoPlacement:
+        return choose(fleet, shape, POLICY, fleet.held_rows(), now_ms)
+
+    def ranked(shape: JobShape, now_ms: int) -> Choice | NoPlacement:
+        return rankings.choose(fleet, shape, POLICY, now_ms)
+
+    return cpu_per_decision_us(fleet, scan, calls), cpu_per_decision_us(fleet, ranked, calls)
+
+
+if __name__ == "__main__":
+    main()
