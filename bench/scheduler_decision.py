@@ -17,13 +17,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from fairlane_events.records import GpuScore
+from bench.scheduler_place import GPUS_PER_NODE, synthetic_score
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.node_ranking import NodeRankings
 from fairlane_scheduler.core.placement import Choice, JobShape, NoPlacement, PlacementPolicy, choose
 
-GPUS_PER_NODE = 8
-GIB = 1024**3
 NOW_MS = 1_700_000_000_000
 POLICY = PlacementPolicy(stale_after_s=3600)
 
@@ -32,23 +30,7 @@ def fleet_of(gpus: int) -> FleetView:
     fleet = FleetView()
     rng = np.random.default_rng(0)
     for i in range(gpus):
-        score = float(rng.uniform(0.5, 1.0))
-        fleet.apply(
-            GpuScore(
-                node=f"node-{i // GPUS_PER_NODE:05d}",
-                uuid=f"GPU-{i}",
-                index=i % GPUS_PER_NODE,
-                model="NVIDIA H100 80GB HBM3",
-                score=score,
-                speed=2.6,
-                effective_capacity=score * 2.6,
-                components={},
-                samples_in_window=10,
-                stale=False,
-                mem_total_bytes=80 * GIB,
-                ts_ms=NOW_MS,
-            )
-        )
+        fleet.apply(synthetic_score("node", i, float(rng.uniform(0.5, 1.0)), NOW_MS))
     return fleet
 
 

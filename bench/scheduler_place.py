@@ -115,6 +115,24 @@ async def fresh_database(server_dsn: str) -> str:
     return f"{server_dsn.rsplit('/', 1)[0]}/{name}"
 
 
+def synthetic_score(prefix: str, i: int, score: float, ts_ms: int) -> GpuScore:
+    """The ``i``-th GPU of a synthetic fleet of 8-GPU H100 nodes named ``prefix-NNNNN``."""
+    return GpuScore(
+        node=f"{prefix}-{i // GPUS_PER_NODE:05d}",
+        uuid=f"GPU-{prefix}-{i}",
+        index=i % GPUS_PER_NODE,
+        model="NVIDIA H100 80GB HBM3",
+        score=score,
+        speed=2.6,
+        effective_capacity=score * 2.6,
+        components={},
+        samples_in_window=10,
+        stale=False,
+        mem_total_bytes=80 * GIB,
+        ts_ms=ts_ms,
+    )
+
+
 async def publish_fleet(bootstrap: str, prefix: str, gpus: int) -> None:
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap, linger_ms=50, max_batch_size=512 * 1024
@@ -125,21 +143,7 @@ async def publish_fleet(bootstrap: str, prefix: str, gpus: int) -> None:
     try:
         futures = []
         for i in range(gpus):
-            score = float(rng.uniform(0.5, 1.0))
-            record = GpuScore(
-                node=f"{prefix}-{i // GPUS_PER_NODE:05d}",
-                uuid=f"GPU-{prefix}-{i}",
-                index=i % GPUS_PER_NODE,
-                model="NVIDIA H100 80GB HBM3",
-                score=score,
-                speed=2.6,
-                effective_capacity=score * 2.6,
-                components={},
-                samples_in_window=10,
-                stale=False,
-                mem_total_bytes=80 * GIB,
-                ts_ms=now,
-            )
+            record = synthetic_score(prefix, i, float(rng.uniform(0.5, 1.0)), now)
             futures.append(
                 await producer.send(GPU_SCORES, encode(record), key=record.uuid.encode())
             )

@@ -74,6 +74,20 @@ P1 = "00000000-0000-0000-0000-000000000001"
 P2 = "00000000-0000-0000-0000-000000000002"
 
 
+def outbox_relay(
+    pool: asyncpg.Pool, kafka_bootstrap: str, *, poll_s: float, batch: int = 500
+) -> OutboxRelay:
+    metrics = SchedulerMetrics.create()
+    return OutboxRelay(
+        pool,
+        kafka_bootstrap,
+        postgres_outage=metrics.outage("outbox relay", "postgres"),
+        kafka_outage=metrics.outage("outbox relay", "kafka"),
+        poll_s=poll_s,
+        batch=batch,
+    )
+
+
 async def test_the_pool_resets_only_sessions_marked_as_keeping_state(database_url: str) -> None:
     """No reset statement on release (it doubled each placement's round trips), except
     for a session marked as holding state: its advisory lock does not outlive it."""
@@ -333,14 +347,7 @@ async def test_events_committed_while_no_relay_runs_are_published_later(
     store = PostgresStore(pool)
     await store.create(placement(P1, "job-1", ["g1"]), REQUEST, PORTS)
     await store.end(Ending(P1, "released", now_ms=2))
-    metrics = SchedulerMetrics.create()
-    relay = OutboxRelay(
-        pool,
-        kafka_bootstrap,
-        postgres_outage=metrics.outage("outbox relay", "postgres"),
-        kafka_outage=metrics.outage("outbox relay", "kafka"),
-        poll_s=0.1,
-    )
+    relay = outbox_relay(pool, kafka_bootstrap, poll_s=0.1)
     await relay.start()
     try:
         events = await placement_events(kafka_bootstrap, P1, 2)
@@ -365,15 +372,7 @@ async def test_the_relay_reads_again_at_once_only_after_a_full_batch(
     pids = [f"00000000-0000-0000-0000-00000000001{i}" for i in range(5)]
     for i, pid in enumerate(pids):
         await store.create(placement(pid, f"job-{i}", [f"g{i}"], 29500 + i), REQUEST, PORTS)
-    metrics = SchedulerMetrics.create()
-    relay = OutboxRelay(
-        pool,
-        kafka_bootstrap,
-        postgres_outage=metrics.outage("outbox relay", "postgres"),
-        kafka_outage=metrics.outage("outbox relay", "kafka"),
-        poll_s=60,
-        batch=2,
-    )
+    relay = outbox_relay(pool, kafka_bootstrap, poll_s=60, batch=2)
     await relay.start()
     try:
         for _ in range(200):
