@@ -13,11 +13,12 @@ from typing import Any
 
 import httpx
 import pytest
-from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
 from fairlane_events.codec import decode
 from fairlane_events.records import PlacementEvent
-from fairlane_events.topics import PLACEMENTS, STREAM_PARTITIONS
+from fairlane_events.topics import GPU_SCORES, PLACEMENTS, STREAM_PARTITIONS
+from fairlane_scheduler.adapters.scores import ScoresFollower
 from fairlane_scheduler.core.node_summary import FREE
 from fairlane_scheduler.settings import SchedulerSettings
 from tests.scheduler_harness import node_scores, publish, running_scheduler, wait_for_node
@@ -205,6 +206,31 @@ async def test_the_extenders_node_summaries_follow_the_scores_without_a_call(
             return at is not None and int(summaries.tally[at, FREE]) == 3  # 0.5 is below
 
         await wait_until(summarised)
+
+
+async def test_a_tombstone_is_a_delete_and_a_bad_score_is_rejected(
+    kafka_bootstrap: str, database_url: str, unique: str
+) -> None:
+    """Both are skipped; only the bad record counts as rejected."""
+    settings = SchedulerSettings(
+        kafka_bootstrap_servers=kafka_bootstrap, database_url=database_url, auth_disabled=True
+    )
+    async with running_scheduler(settings) as (_, app):
+        follower: ScoresFollower = app.state.runtime.follower
+        rejected, deleted = follower.rejected, follower.deleted
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+        await producer.start()
+        try:
+            await producer.send_and_wait(GPU_SCORES, None, key=f"GPU-gone-{unique}".encode())
+            await producer.send_and_wait(GPU_SCORES, b"{}", key=f"GPU-bad-{unique}".encode())
+        finally:
+            await producer.stop()
+
+        async def both_read() -> bool:
+            return follower.rejected > rejected and follower.deleted > deleted
+
+        await wait_until(both_read)
+        assert (follower.rejected - rejected, follower.deleted - deleted) == (1, 1)
 
 
 async def test_extender_speaks_the_kube_scheduler_json(api: tuple[httpx.AsyncClient, str]) -> None:

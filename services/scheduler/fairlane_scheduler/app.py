@@ -105,6 +105,7 @@ async def _start_dashboard(
         lists=lists,
         counters=lambda: {
             "score records the scheduler rejected": follower.rejected,
+            "score tombstones (deletes) read": follower.deleted,
             **dead_letters.as_counters(),
         },
         clock_ms=now_ms,

@@ -73,6 +73,9 @@ class ScoresFollower:
         self._task: asyncio.Task[None] | None = None
         self._pending: dict[TopicPartition, int] = {}  # end offsets still to reach
         self.rejected = 0
+        #: Tombstones read: deletes on the compacted topic, not bad records. The GPU's
+        #: last score stays and goes stale like that of any GPU that stops reporting.
+        self.deleted = 0
         #: Called after each batch of records is applied: the extender's node summaries
         #: catch up here, off the request path (kube/wiring.py).
         self.after_batch: Callable[[], None] | None = None
@@ -98,6 +101,9 @@ class ScoresFollower:
             batches = await consumer.getmany(timeout_ms=500, max_records=5000)
             for tp, messages in batches.items():
                 for message in messages:
+                    if message.value is None:
+                        self.deleted += 1
+                        continue
                     try:
                         self._fleet.apply(decode(GpuScore, message.value))
                     except DecodeError as exc:
