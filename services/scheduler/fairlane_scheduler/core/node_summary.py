@@ -30,7 +30,22 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from fairlane_scheduler.core import few_nodes
 from fairlane_scheduler.core.fleet import NEVER, FleetView
+from fairlane_scheduler.core.node_states import (
+    ALLOCATED,
+    BACK_S,
+    BELOW,
+    BEST_BELOW,
+    COOLING,
+    CORDONED,
+    FREE,
+    HEALTHY,
+    STALE,
+    STATIC,
+    TALLY_WIDTH,
+)
+from fairlane_scheduler.core.node_states import NOT_DUE as _NOT_DUE
 from fairlane_scheduler.core.placement import PlacementPolicy
 
 __all__ = [
@@ -51,13 +66,9 @@ __all__ = [
     "state_tally",
 ]
 
-FREE, ALLOCATED, CORDONED, STALE, BELOW, COOLING, STATIC = range(7)  # states; tally columns
-#: More tally columns: GPUs of an allowed model and size with a score above 0; the best
-#: score below the threshold in hundredths (-100: none); the latest recovery of a cooling
-#: GPU in seconds (NEVER // 1000: none).
-HEALTHY, BEST_BELOW, BACK_S = 7, 8, 9
-TALLY_WIDTH = 10
-_NOT_DUE = 2**62  # "never", exact as a float too
+#: Up to this many nodes are recomputed in plain Python (core/few_nodes.py), more with
+#: numpy: the crossover of the two on 8-GPU nodes (~100 us either way).
+FEW_NODES = 4
 _EMPTY_TALLY = np.zeros(TALLY_WIDTH, dtype=np.int64)
 _EMPTY_TALLY[[BEST_BELOW, BACK_S]] = (-100, NEVER // 1000)
 
@@ -137,7 +148,8 @@ class NodeSummaries:
     nodes), so a follower of the summaries (core/node_ranking.py) revisits those nodes
     only."""
 
-    def __init__(self) -> None:
+    def __init__(self, few_nodes: int = FEW_NODES) -> None:
+        self._few_nodes = few_nodes  # recomputed in plain Python up to this many at once
         self.refreshes = 0  # refreshes that recomputed some node
         self.relayouts = 0
         self._layout = -1
@@ -153,7 +165,8 @@ class NodeSummaries:
         self.unknown = nodes
         self._seen = np.full(width, -1, dtype=np.int64)  # node_changed when computed
         self.computed = np.zeros(width, dtype=np.int64)  # refreshes when computed
-        self._due = np.zeros(width, dtype=np.int64)
+        #: When the clock alone may change a node's state next (ms).
+        self.due = np.zeros(width, dtype=np.int64)
         self.cordoned = np.zeros(width, dtype=bool)
         self.tally = no_tally(width)
         self.capacity = np.full((width, slots), -np.inf)
@@ -186,7 +199,7 @@ class NodeSummaries:
         if everything:
             dirty = np.arange(width)
         else:
-            dirty = np.flatnonzero((stamp > self._seen[:width]) | (self._due[:width] <= now_ms))
+            dirty = np.flatnonzero((stamp > self._seen[:width]) | (self.due[:width] <= now_ms))
         if len(dirty):
             self.refreshes += 1
             self.computed[dirty] = self.refreshes
@@ -212,7 +225,13 @@ class NodeSummaries:
         self, fleet: FleetView, policy: PlacementPolicy, nodes: npt.NDArray[np.intp], now_ms: int
     ) -> None:
         rows = self.rows[nodes]
-        state, self._due[nodes] = row_states(fleet, policy, rows, self.cordoned[nodes], now_ms)
+        if len(nodes) <= self._few_nodes:
+            cordoned = self.cordoned[nodes].tolist()
+            found = few_nodes.summarise(fleet, policy, rows.tolist(), cordoned, now_ms)
+            for node, summary in zip(nodes.tolist(), found, strict=True):
+                self._store(node, summary)
+            return
+        state, self.due[nodes] = row_states(fleet, policy, rows, self.cordoned[nodes], now_ms)
         present = state >= 0
         safe = np.where(present, rows, 0)
         self.tally[nodes] = state_tally(fleet, state, rows)
@@ -229,3 +248,13 @@ class NodeSummaries:
         mem = fleet.mem_bytes[safe]
         self.mem_lo[nodes] = np.where(present, mem, np.iinfo(np.int64).max).min(axis=1)
         self.mem_hi[nodes] = np.where(present, mem, -1).max(axis=1)
+
+    def _store(self, node: int, summary: few_nodes.NodeRows) -> None:
+        self.due[node] = summary.due
+        self.tally[node] = summary.tally
+        self.capacity[node] = summary.capacity
+        self.ranked[:, node] = summary.ranked
+        self.size[node] = summary.size
+        self.model[node] = summary.model
+        self.mem_lo[node] = summary.mem_lo
+        self.mem_hi[node] = summary.mem_hi
