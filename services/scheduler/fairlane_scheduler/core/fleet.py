@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -21,9 +22,17 @@ from fairlane_events.gpu_models import find_model
 from fairlane_events.records import GpuScore
 from fairlane_scheduler.core.score_records import ScoreRecords
 
-__all__ = ["NEVER", "FleetView", "StabilityPolicy"]
+__all__ = ["NEVER", "FleetView", "ScorePoint", "StabilityPolicy"]
 
 NEVER = np.iinfo(np.int64).min  # "no such time"
+
+
+class ScorePoint(NamedTuple):
+    """A GPU's latest score and its record's time, as the view holds them."""
+
+    uuid: str
+    ts_ms: int
+    score: float
 
 
 @dataclass(frozen=True)
@@ -147,11 +156,15 @@ class FleetView:
     def rows_of(self, uuids: Collection[str]) -> npt.NDArray[np.intp]:
         return np.fromiter((self.row[u] for u in uuids if u in self.row), dtype=np.intp)
 
-    def drain_changed(self) -> list[GpuScore]:
-        """The records taken since the last call, each GPU's latest once: followers of
-        score changes (the dashboard's history) need not walk the whole fleet."""
-        changed, self._changed = self._changed, set()
-        return [self.records[uuid] for uuid in changed]
+    def drain_changed(self) -> list[ScorePoint]:
+        """Each GPU that took a record since the last call, once, with its latest score:
+        followers of score changes (the dashboard's history) need not walk the whole
+        fleet. Read from the columns: a whole record each is ~10x the cost (0.25 s of
+        CPU for the 100k records of a fleet that just loaded)."""
+        changed, self._changed = list(self._changed), set()
+        rows = np.fromiter((self.row[uuid] for uuid in changed), np.intp, len(changed))
+        ts_ms, score = self.ts_ms[rows].tolist(), self.score[rows].tolist()
+        return [ScorePoint(*point) for point in zip(changed, ts_ms, score, strict=True)]
 
     def held_rows(self) -> npt.NDArray[np.intp]:
         return np.flatnonzero(self.held[: self._n])
