@@ -7,13 +7,16 @@ import random
 from collections.abc import Iterator
 
 import numpy as np
+import pytest
 
 from fairlane_events.records import GpuScore
-from fairlane_scheduler.core import few_nodes
+from fairlane_scheduler.core import few_nodes, node_summary
+from fairlane_scheduler.core import fleet as fleet_module
 from fairlane_scheduler.core.extender import judge_nodes
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
+from fairlane_scheduler.core.node_ranking import NodeRankings
 from fairlane_scheduler.core.node_summary import NodeSummaries
-from fairlane_scheduler.core.placement import JobShape, PlacementPolicy
+from fairlane_scheduler.core.placement import JobShape, PlacementPolicy, choose
 from tests.factories import GIB, gpu_score
 
 POLICIES = (
@@ -87,7 +90,13 @@ def _changes(rng: random.Random, fleet: FleetView, names: list[str], steps: int)
         yield now
 
 
-def test_summaries_refreshed_after_each_change_equal_ones_built_afresh() -> None:
+@pytest.mark.parametrize("logs", ["default", "tiny"])
+def test_summaries_refreshed_after_each_change_equal_ones_built_afresh(
+    logs: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if logs == "tiny":  # the fleet's and the summaries' logs of changes overflow often
+        monkeypatch.setattr(fleet_module, "TOUCH_LOG", 2)
+        monkeypatch.setattr(node_summary, "RECENT_REFRESHES", 1)
     rng = random.Random(7)
     fleet = FleetView(StabilityPolicy(threshold=0.65, window_s=20))
     kept = [NodeSummaries() for _ in POLICIES]
@@ -117,3 +126,25 @@ def test_few_nodes_in_plain_python_equal_the_numpy_summaries() -> None:
             assert (got.size, got.model) == (summaries.size[node], summaries.model[node])
             assert (got.mem_lo, got.mem_hi) == (summaries.mem_lo[node], summaries.mem_hi[node])
             assert got.due == summaries.due[node]
+
+
+@pytest.mark.parametrize("logs", ["default", "tiny"])
+def test_rankings_kept_across_changes_choose_as_the_full_scan(
+    logs: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rankings that follow the summaries by their log of recomputed nodes (or, too far
+    behind, by every node's stamp) choose what the full scan does."""
+    if logs == "tiny":
+        monkeypatch.setattr(fleet_module, "TOUCH_LOG", 2)
+        monkeypatch.setattr(node_summary, "RECENT_REFRESHES", 1)
+    rng = random.Random(5)
+    fleet = FleetView(StabilityPolicy(threshold=0.65, window_s=20))
+    names = [f"n{n}" for n in range(9)]
+    rankings, policy = NodeRankings(), POLICIES[0]
+    for step, now in enumerate(_changes(rng, fleet, names, 300)):
+        # Two shapes in turn for a few decisions, then another two: rankings one, two
+        # and many refreshes behind.
+        k = (step // 7 + step % 2) % 3
+        shape = JobShape(1 + k, nodes=1 + k % 2, policy=("fastest", "binpack")[k % 2])
+        want = choose(fleet, shape, policy, fleet.held_rows(), now)
+        assert rankings.choose(fleet, shape, policy, now) == want, step

@@ -22,9 +22,12 @@ from fairlane_events.gpu_models import find_model
 from fairlane_events.records import GpuScore
 from fairlane_scheduler.core.score_records import ScoreRecords
 
-__all__ = ["NEVER", "FleetView", "ScorePoint", "StabilityPolicy"]
+__all__ = ["NEVER", "TOUCH_LOG", "FleetView", "ScorePoint", "StabilityPolicy"]
 
 NEVER = np.iinfo(np.int64).min  # "no such time"
+#: Changes the fleet remembers the node of (twice this at most), for followers that look
+#: after every decision (:meth:`FleetView.touched_since`).
+TOUCH_LOG = 4096
 
 
 class ScorePoint(NamedTuple):
@@ -75,6 +78,8 @@ class FleetView:
         #: nodes that changed since they last looked, never the whole fleet.
         self.node_changed = np.zeros(64, dtype=np.int64)
         self.changes = 0
+        self._touched: list[int] = []  # the node of each recent change, the oldest first
+        self._touch_base = 0  # changes before the first of them
         self.layout = 0  # bumped when a GPU appears or moves to another node
 
     def __len__(self) -> int:
@@ -196,12 +201,24 @@ class FleetView:
         fresh = ~self.stale[:n] & (self.ts_ms[:n] >= now_ms - stale_after_s * 1000)
         return int(np.count_nonzero(fresh))
 
+    def touched_since(self, changes: int) -> list[int] | None:
+        """The node of each change after the first ``changes`` (a node may repeat), so a
+        follower finds what changed without a pass over every node's stamp; None when
+        the log no longer reaches back that far (then read :attr:`node_changed`)."""
+        if changes < self._touch_base:
+            return None
+        return self._touched[changes - self._touch_base :]
+
     def _touch(self, node: int) -> None:
         if node >= len(self.node_changed):
             grown = np.zeros_like(self.node_changed)
             self.node_changed = np.concatenate([self.node_changed, grown])
         self.changes += 1
         self.node_changed[node] = self.changes
+        self._touched.append(node)
+        if len(self._touched) >= 2 * TOUCH_LOG:
+            del self._touched[:TOUCH_LOG]
+            self._touch_base += TOUCH_LOG
 
     def _append(self, uuid: str) -> int:
         if self._n == len(self.score):

@@ -78,7 +78,10 @@ class _Ranking:
             self._relayouts = summaries.relayouts
             nodes: npt.NDArray[np.intp] = np.arange(len(fleet.nodes))
         elif summaries.refreshes != self._refreshes:
-            nodes = np.flatnonzero(summaries.computed[: len(fleet.nodes)] > self._refreshes)
+            recent = summaries.computed_since(self._refreshes)
+            if recent is None:  # too long ago: read every node's stamp
+                recent = np.flatnonzero(summaries.computed[: len(fleet.nodes)] > self._refreshes)
+            nodes = recent
         else:
             return
         self._refreshes = summaries.refreshes

@@ -25,6 +25,7 @@ looking at its GPUs again (core/extender_reasons.py).
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
@@ -66,6 +67,8 @@ __all__ = [
     "state_tally",
 ]
 
+#: Refreshes whose recomputed nodes are remembered, for followers (core/node_ranking.py).
+RECENT_REFRESHES = 64
 #: Up to this many nodes are recomputed in plain Python (core/few_nodes.py), more with
 #: numpy: the crossover of the two on 8-GPU nodes (~100 us either way).
 FEW_NODES = 4
@@ -156,6 +159,9 @@ class NodeSummaries:
         self._policy: PlacementPolicy | None = None
         self._cordoned: frozenset[str] | None = None
         self._now_ms = -1
+        self._changes = -1  # fleet.changes at the last refresh
+        #: The nodes each of the last refreshes recomputed, the latest last.
+        self._recent: deque[npt.NDArray[np.intp]] = deque(maxlen=RECENT_REFRESHES)
         self.rows: npt.NDArray[np.intp] = np.full((0, 1), -1, dtype=np.intp)
         self.ids: dict[str, int] = {}
         self._empty(0)
@@ -167,6 +173,7 @@ class NodeSummaries:
         self.computed = np.zeros(width, dtype=np.int64)  # refreshes when computed
         #: When the clock alone may change a node's state next (ms).
         self.due = np.zeros(width, dtype=np.int64)
+        self._next_due = 0  # at or before the earliest of them
         self.cordoned = np.zeros(width, dtype=bool)
         self.tally = no_tally(width)
         self.capacity = np.full((width, slots), -np.inf)
@@ -175,6 +182,18 @@ class NodeSummaries:
         self.model = np.full(width, -1, dtype=np.int64)
         self.mem_lo = np.zeros(width, dtype=np.int64)
         self.mem_hi = np.zeros(width, dtype=np.int64)
+
+    def computed_since(self, refreshes: int) -> npt.NDArray[np.intp] | None:
+        """The nodes recomputed after refresh ``refreshes`` (of this layout), without a
+        pass over :attr:`computed`; None when that is too many refreshes ago."""
+        behind = self.refreshes - refreshes
+        if behind == 0:
+            return np.zeros(0, dtype=np.intp)
+        if not 0 < behind <= len(self._recent):
+            return None
+        if behind == 1:
+            return self._recent[-1]
+        return np.unique(np.concatenate(list(itertools.islice(reversed(self._recent), behind))))
 
     def node_ids(self, names: Sequence[str]) -> npt.NDArray[np.intp]:
         """Fleet node id of each name, :attr:`unknown` for one Fairlane has no scores for."""
@@ -190,21 +209,33 @@ class NodeSummaries:
         if everything:
             self._relayout(fleet)
             self._policy = policy
+        touched = fleet.touched_since(self._changes)
+        self._changes = fleet.changes
         if fleet.cordoned is not self._cordoned:
             cordoned = np.zeros(width + 1, dtype=bool)
             cordoned[[i for n in fleet.cordoned if (i := self.ids.get(n)) is not None]] = True
             self._seen[cordoned != self.cordoned] = -1
             self.cordoned, self._cordoned = cordoned, fleet.cordoned
+            touched = None  # those nodes too: read every stamp
         stamp = fleet.node_changed[:width]
+        due = now_ms >= self._next_due  # some node's state may have changed by the clock
         if everything:
             dirty = np.arange(width)
-        else:
+        elif touched is None:
             dirty = np.flatnonzero((stamp > self._seen[:width]) | (self.due[:width] <= now_ms))
+        else:  # the nodes changed since the last refresh, and those now due
+            late = np.flatnonzero(self.due[:width] <= now_ms).tolist() if due else []
+            dirty = np.array(sorted({*touched, *late}), dtype=np.intp)
         if len(dirty):
             self.refreshes += 1
             self.computed[dirty] = self.refreshes
+            self._recent.append(dirty)
             self._seen[dirty] = stamp[dirty]
             self._compute(fleet, policy, dirty, now_ms)
+        if everything or due or touched is None:
+            self._next_due = int(self.due[:width].min(initial=_NOT_DUE))
+        elif len(dirty):  # a lower bound: a node's due time may only have moved later
+            self._next_due = min(self._next_due, int(self.due[dirty].min()))
 
     def _relayout(self, fleet: FleetView) -> None:
         n, width = len(fleet), len(fleet.nodes)
@@ -218,6 +249,7 @@ class NodeSummaries:
         self.rows[node[order], slot] = order
         self.ids = {name: i for i, name in enumerate(fleet.nodes)}
         self._layout, self._cordoned = fleet.layout, None
+        self._recent.clear()  # other node ids
         self.relayouts += 1
         self._empty(width)
 
