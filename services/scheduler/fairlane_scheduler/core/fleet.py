@@ -164,8 +164,8 @@ class FleetView:
     def drain_changed(self) -> list[ScorePoint]:
         """Each GPU that took a record since the last call, once, with its latest score:
         followers of score changes (the dashboard's history) need not walk the whole
-        fleet. Read from the columns: a whole record each is ~10x the cost (0.25 s of
-        CPU for the 100k records of a fleet that just loaded)."""
+        fleet. Read from the columns, not as a whole record each: 0.23 s of CPU instead
+        of 2.1 s for the 100k GPUs of a fleet that just loaded."""
         changed, self._changed = list(self._changed), set()
         rows = np.fromiter((self.row[uuid] for uuid in changed), np.intp, len(changed))
         ts_ms, score = self.ts_ms[rows].tolist(), self.score[rows].tolist()
