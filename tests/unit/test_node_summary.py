@@ -4,14 +4,19 @@ from scratch, through score records, holds, cordons, moves and a clock that ends
 cooling windows and turns records stale."""
 
 import random
+from collections.abc import Iterator
 
 import numpy as np
+import pytest
 
 from fairlane_events.records import GpuScore
+from fairlane_scheduler.core import few_nodes, node_summary
+from fairlane_scheduler.core import fleet as fleet_module
 from fairlane_scheduler.core.extender import judge_nodes
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
+from fairlane_scheduler.core.node_ranking import NodeRankings
 from fairlane_scheduler.core.node_summary import NodeSummaries
-from fairlane_scheduler.core.placement import JobShape, PlacementPolicy
+from fairlane_scheduler.core.placement import JobShape, PlacementPolicy, choose
 from tests.factories import GIB, gpu_score
 
 POLICIES = (
@@ -52,7 +57,7 @@ def _same(fleet: FleetView, kept: list[NodeSummaries], names: list[str], now_ms:
                 judge_nodes(
                     fleet, s, shape=shape, policy=policy, held=held, now_ms=now_ms, node_names=names
                 )
-                for s in (summaries, NodeSummaries())
+                for s in (summaries, NodeSummaries(few_nodes=0))
             )
             assert got.fits.tolist() == want.fits.tolist(), (shape, policy)
             assert got.unresolvable.tolist() == want.unresolvable.tolist()
@@ -60,15 +65,14 @@ def _same(fleet: FleetView, kept: list[NodeSummaries], names: list[str], now_ms:
             assert got.reasons == want.reasons
 
 
-def test_summaries_refreshed_after_each_change_equal_ones_built_afresh() -> None:
-    rng = random.Random(7)
-    fleet = FleetView(StabilityPolicy(threshold=0.65, window_s=20))
+def _changes(rng: random.Random, fleet: FleetView, names: list[str], steps: int) -> Iterator[int]:
+    """Random score records, holds, cordons, moves and clock steps on ``fleet`` (8 nodes
+    of 4 GPUs first): the clock after each."""
     for n in range(8):
         for g in range(4):
             fleet.apply(_record(rng, n, g, NOW))
-    kept, now = [NodeSummaries() for _ in POLICIES], NOW
-    names = [f"n{n}" for n in range(9)]  # n8: never scored
-    for _ in range(150):
+    now = NOW
+    for _ in range(steps):
         action = rng.random()
         if action < 0.5:
             n, g = rng.randrange(8), rng.randrange(4)
@@ -83,4 +87,64 @@ def test_summaries_refreshed_after_each_change_equal_ones_built_afresh() -> None
             fleet.apply(_record(rng, rng.randrange(9), 5, now))
         else:
             now += rng.choice([1000, 5000, 15_000])  # cooling windows end, records age
+        yield now
+
+
+@pytest.mark.parametrize("logs", ["default", "tiny"])
+def test_summaries_refreshed_after_each_change_equal_ones_built_afresh(
+    logs: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if logs == "tiny":  # the fleet's and the summaries' logs of changes overflow often
+        monkeypatch.setattr(fleet_module, "TOUCH_LOG", 2)
+        monkeypatch.setattr(node_summary, "RECENT_REFRESHES", 1)
+    rng = random.Random(7)
+    fleet = FleetView(StabilityPolicy(threshold=0.65, window_s=20))
+    kept = [NodeSummaries() for _ in POLICIES]
+    names = [f"n{n}" for n in range(9)]  # n8: never scored
+    for now in _changes(rng, fleet, names, 150):
         _same(fleet, kept, names, now)
+
+
+def test_few_nodes_in_plain_python_equal_the_numpy_summaries() -> None:
+    """Each node's summary from core/few_nodes.py, value for value, as the numpy way of
+    a whole-fleet refresh computes it (cooling, stale, held, cordoned, mixed, moved)."""
+    rng = random.Random(11)
+    fleet = FleetView(StabilityPolicy(threshold=0.65, window_s=20))
+    names = [f"n{n}" for n in range(9)]
+    for step, now in enumerate(_changes(rng, fleet, names, 300)):
+        policy = POLICIES[step % 2]
+        summaries = NodeSummaries(few_nodes=0)
+        summaries.refresh(fleet, policy, now)  # every node with numpy
+        nodes = list(range(len(fleet.nodes)))
+        rows = summaries.rows[nodes].tolist()
+        cordoned = summaries.cordoned[nodes].tolist()
+        found = few_nodes.summarise(fleet, policy, rows, cordoned, now)
+        for node, got in zip(nodes, found, strict=True):
+            assert got.tally == summaries.tally[node].tolist(), (step, node)
+            assert got.capacity == summaries.capacity[node].tolist()
+            assert got.ranked == summaries.ranked[:, node].tolist()
+            assert (got.size, got.model) == (summaries.size[node], summaries.model[node])
+            assert (got.mem_lo, got.mem_hi) == (summaries.mem_lo[node], summaries.mem_hi[node])
+            assert got.due == summaries.due[node]
+
+
+@pytest.mark.parametrize("logs", ["default", "tiny"])
+def test_rankings_kept_across_changes_choose_as_the_full_scan(
+    logs: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rankings that follow the summaries by their log of recomputed nodes (or, too far
+    behind, by every node's stamp) choose what the full scan does."""
+    if logs == "tiny":
+        monkeypatch.setattr(fleet_module, "TOUCH_LOG", 2)
+        monkeypatch.setattr(node_summary, "RECENT_REFRESHES", 1)
+    rng = random.Random(5)
+    fleet = FleetView(StabilityPolicy(threshold=0.65, window_s=20))
+    names = [f"n{n}" for n in range(9)]
+    rankings, policy = NodeRankings(), POLICIES[0]
+    for step, now in enumerate(_changes(rng, fleet, names, 300)):
+        # Two shapes in turn for a few decisions, then another two: rankings one, two
+        # and many refreshes behind.
+        k = (step // 7 + step % 2) % 3
+        shape = JobShape(1 + k, nodes=1 + k % 2, policy=("fastest", "binpack")[k % 2])
+        want = choose(fleet, shape, policy, fleet.held_rows(), now)
+        assert rankings.choose(fleet, shape, policy, now) == want, step

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fairlane_events.records import GpuScore
+from fairlane_scheduler.core.fleet import ScorePoint
 from fairlane_scheduler.core.nodes import GpuState
 from fairlane_scheduler.core.placements import Placement
 
@@ -104,7 +105,7 @@ class ScoreHistory:
         self._points = points
         self._series: dict[str, array[float]] = {}
 
-    def observe(self, records: Iterable[GpuScore]) -> None:
+    def observe(self, records: Iterable[GpuScore | ScorePoint]) -> None:
         for record in records:
             series = self._series.get(record.uuid)
             if series is None:

@@ -28,7 +28,7 @@ import numpy.typing as npt
 from sortedcontainers import SortedList
 
 from fairlane_scheduler.core.fleet import FleetView
-from fairlane_scheduler.core.node_summary import NodeSummaries
+from fairlane_scheduler.core.node_summary import ALLOCATED, FEW_NODES, FREE, NodeSummaries
 from fairlane_scheduler.core.placement import (
     Choice,
     JobShape,
@@ -36,6 +36,8 @@ from fairlane_scheduler.core.placement import (
     PlacementPolicy,
     choose,
     chosen,
+    effective_capacity,
+    packing_keys,
     rank_keys,
 )
 from fairlane_scheduler.core.placement_summary import summary_candidates
@@ -50,9 +52,10 @@ _Key = tuple[float | int, ...]  # rank_keys' values of one node, then its id
 class _Ranking:
     """The nodes that fit one shape, best first."""
 
-    def __init__(self, shape: JobShape, resolution: float) -> None:
+    def __init__(self, shape: JobShape, resolution: float, few_nodes: int) -> None:
         self.shape = replace(shape, nodes=1)  # any gang reads the same ranking
         self.resolution = resolution
+        self._few_nodes = few_nodes  # re-ranked one at a time up to this many at once
         self._sorted: SortedList[_Key] = SortedList()
         self._key: dict[int, _Key] = {}  # node id -> its entry
         #: Per node id, its best rows for the shape and their slowest GPU's capacity, as
@@ -61,6 +64,9 @@ class _Ranking:
         self._min_cap: npt.NDArray[np.float64] = np.zeros(0)
         self._refreshes = -1  # summaries.refreshes when last brought up to date
         self._relayouts = -1
+        #: A node's fit for the shape reads its summary alone (no model or memory limit
+        #: to judge GPU by GPU: core/placement_summary.py).
+        self._by_summary_alone = shape.models is None and shape.min_gpu_memory_gib is None
 
     def catch_up(self, fleet: FleetView, summaries: NodeSummaries) -> None:
         """Re-rank the nodes the summaries recomputed since the last call (all of them
@@ -72,13 +78,20 @@ class _Ranking:
             self._relayouts = summaries.relayouts
             nodes: npt.NDArray[np.intp] = np.arange(len(fleet.nodes))
         elif summaries.refreshes != self._refreshes:
-            nodes = np.flatnonzero(summaries.computed[: len(fleet.nodes)] > self._refreshes)
+            recent = summaries.computed_since(self._refreshes)
+            if recent is None:  # too long ago: read every node's stamp
+                recent = np.flatnonzero(summaries.computed[: len(fleet.nodes)] > self._refreshes)
+            nodes = recent
         else:
             return
         self._refreshes = summaries.refreshes
         for node in nodes.tolist() if self._key else ():
             if (old := self._key.pop(node, None)) is not None:
                 self._sorted.remove(old)
+        if not relayout and len(nodes) <= self._few_nodes and self._by_summary_alone:
+            for node in nodes.tolist():
+                self._rank_one(fleet, summaries, node)
+            return
         candidates = summary_candidates(fleet, summaries, self.shape, nodes)
         keys, min_cap = rank_keys(fleet, self.shape, self.resolution, candidates)
         if relayout:  # node ids and the GPUs a node may have change
@@ -90,6 +103,30 @@ class _Ranking:
         entries = list(zip(*columns, candidates.node_ids.tolist(), strict=True))
         self._key.update((entry[-1], entry) for entry in entries)
         self._sorted.update(entries)
+
+    def _rank_one(self, fleet: FleetView, summaries: NodeSummaries, node: int) -> None:
+        """What the rest of :meth:`catch_up` does, for one node, without numpy's ~25
+        calls on arrays of one: its entry, if it fits the shape."""
+        per_node = self.shape.gpus_per_node
+        free, used = summaries.tally[node, [FREE, ALLOCATED]].tolist()
+        if free < per_node:
+            return
+        top = summaries.ranked[:per_node, node]
+        capacity = effective_capacity(fleet, self.shape, top).tolist()
+        min_cap, total_cap = min(capacity), sum(capacity)
+        keys = packing_keys(
+            self.shape.policy,
+            self.resolution,
+            min_cap=min_cap,
+            total_cap=total_cap,
+            used=used,
+            size=int(summaries.size[node]),
+            name_rank=int(fleet.name_rank()[node]),
+        )
+        entry = (*(float(key) for key in keys[:-1]), keys[-1], node)
+        self._top[node], self._min_cap[node] = top, min_cap
+        self._key[node] = entry
+        self._sorted.add(entry)
 
     def head(self, fleet: FleetView, count: int) -> Choice | None:
         """The best ``count`` nodes as the choice; None when fewer fit."""
@@ -103,8 +140,9 @@ class NodeRankings:
     """The rankings of the shapes requested lately, on one :class:`NodeSummaries` (one
     policy at a time, as the summaries follow one)."""
 
-    def __init__(self, max_shapes: int = MAX_SHAPES) -> None:
-        self.summaries = NodeSummaries()
+    def __init__(self, max_shapes: int = MAX_SHAPES, few_nodes: int = FEW_NODES) -> None:
+        self.summaries = NodeSummaries(few_nodes)
+        self._few_nodes = few_nodes
         self._max_shapes = max_shapes
         self._rankings: OrderedDict[Hashable, _Ranking] = OrderedDict()
 
@@ -127,7 +165,7 @@ class NodeRankings:
         key = (shape.gpus_per_node, shape.policy, shape.models, memory, speeds, resolution)
         ranking = self._rankings.get(key)
         if ranking is None:
-            ranking = self._rankings[key] = _Ranking(shape, resolution)
+            ranking = self._rankings[key] = _Ranking(shape, resolution, self._few_nodes)
             if len(self._rankings) > self._max_shapes:
                 self._rankings.popitem(last=False)
         else:

@@ -25,12 +25,28 @@ looking at its GPUs again (core/extender_reasons.py).
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
+from fairlane_scheduler.core import few_nodes
 from fairlane_scheduler.core.fleet import NEVER, FleetView
+from fairlane_scheduler.core.node_states import (
+    ALLOCATED,
+    BACK_S,
+    BELOW,
+    BEST_BELOW,
+    COOLING,
+    CORDONED,
+    FREE,
+    HEALTHY,
+    STALE,
+    STATIC,
+    TALLY_WIDTH,
+)
+from fairlane_scheduler.core.node_states import NOT_DUE as _NOT_DUE
 from fairlane_scheduler.core.placement import PlacementPolicy
 
 __all__ = [
@@ -51,13 +67,11 @@ __all__ = [
     "state_tally",
 ]
 
-FREE, ALLOCATED, CORDONED, STALE, BELOW, COOLING, STATIC = range(7)  # states; tally columns
-#: More tally columns: GPUs of an allowed model and size with a score above 0; the best
-#: score below the threshold in hundredths (-100: none); the latest recovery of a cooling
-#: GPU in seconds (NEVER // 1000: none).
-HEALTHY, BEST_BELOW, BACK_S = 7, 8, 9
-TALLY_WIDTH = 10
-_NOT_DUE = 2**62  # "never", exact as a float too
+#: Refreshes whose recomputed nodes are remembered, for followers (core/node_ranking.py).
+RECENT_REFRESHES = 64
+#: Up to this many nodes are recomputed in plain Python (core/few_nodes.py), more with
+#: numpy: the crossover of the two on 8-GPU nodes (~100 us either way).
+FEW_NODES = 4
 _EMPTY_TALLY = np.zeros(TALLY_WIDTH, dtype=np.int64)
 _EMPTY_TALLY[[BEST_BELOW, BACK_S]] = (-100, NEVER // 1000)
 
@@ -137,13 +151,17 @@ class NodeSummaries:
     nodes), so a follower of the summaries (core/node_ranking.py) revisits those nodes
     only."""
 
-    def __init__(self) -> None:
+    def __init__(self, few_nodes: int = FEW_NODES) -> None:
+        self._few_nodes = few_nodes  # recomputed in plain Python up to this many at once
         self.refreshes = 0  # refreshes that recomputed some node
         self.relayouts = 0
         self._layout = -1
         self._policy: PlacementPolicy | None = None
         self._cordoned: frozenset[str] | None = None
         self._now_ms = -1
+        self._changes = -1  # fleet.changes at the last refresh
+        #: The nodes each of the last refreshes recomputed, the latest last.
+        self._recent: deque[npt.NDArray[np.intp]] = deque(maxlen=RECENT_REFRESHES)
         self.rows: npt.NDArray[np.intp] = np.full((0, 1), -1, dtype=np.intp)
         self.ids: dict[str, int] = {}
         self._empty(0)
@@ -153,7 +171,9 @@ class NodeSummaries:
         self.unknown = nodes
         self._seen = np.full(width, -1, dtype=np.int64)  # node_changed when computed
         self.computed = np.zeros(width, dtype=np.int64)  # refreshes when computed
-        self._due = np.zeros(width, dtype=np.int64)
+        #: When the clock alone may change a node's state next (ms).
+        self.due = np.zeros(width, dtype=np.int64)
+        self._next_due = 0  # at or before the earliest of them
         self.cordoned = np.zeros(width, dtype=bool)
         self.tally = no_tally(width)
         self.capacity = np.full((width, slots), -np.inf)
@@ -162,6 +182,18 @@ class NodeSummaries:
         self.model = np.full(width, -1, dtype=np.int64)
         self.mem_lo = np.zeros(width, dtype=np.int64)
         self.mem_hi = np.zeros(width, dtype=np.int64)
+
+    def computed_since(self, refreshes: int) -> npt.NDArray[np.intp] | None:
+        """The nodes recomputed after refresh ``refreshes`` (of this layout), without a
+        pass over :attr:`computed`; None when that is too many refreshes ago."""
+        behind = self.refreshes - refreshes
+        if behind == 0:
+            return np.zeros(0, dtype=np.intp)
+        if not 0 < behind <= len(self._recent):
+            return None
+        if behind == 1:
+            return self._recent[-1]
+        return np.unique(np.concatenate(list(itertools.islice(reversed(self._recent), behind))))
 
     def node_ids(self, names: Sequence[str]) -> npt.NDArray[np.intp]:
         """Fleet node id of each name, :attr:`unknown` for one Fairlane has no scores for."""
@@ -177,21 +209,33 @@ class NodeSummaries:
         if everything:
             self._relayout(fleet)
             self._policy = policy
+        touched = fleet.touched_since(self._changes)
+        self._changes = fleet.changes
         if fleet.cordoned is not self._cordoned:
             cordoned = np.zeros(width + 1, dtype=bool)
             cordoned[[i for n in fleet.cordoned if (i := self.ids.get(n)) is not None]] = True
             self._seen[cordoned != self.cordoned] = -1
             self.cordoned, self._cordoned = cordoned, fleet.cordoned
+            touched = None  # those nodes too: read every stamp
         stamp = fleet.node_changed[:width]
+        due = now_ms >= self._next_due  # some node's state may have changed by the clock
         if everything:
             dirty = np.arange(width)
-        else:
-            dirty = np.flatnonzero((stamp > self._seen[:width]) | (self._due[:width] <= now_ms))
+        elif touched is None:
+            dirty = np.flatnonzero((stamp > self._seen[:width]) | (self.due[:width] <= now_ms))
+        else:  # the nodes changed since the last refresh, and those now due
+            late = np.flatnonzero(self.due[:width] <= now_ms).tolist() if due else []
+            dirty = np.array(sorted({*touched, *late}), dtype=np.intp)
         if len(dirty):
             self.refreshes += 1
             self.computed[dirty] = self.refreshes
+            self._recent.append(dirty)
             self._seen[dirty] = stamp[dirty]
             self._compute(fleet, policy, dirty, now_ms)
+        if everything or due or touched is None:
+            self._next_due = int(self.due[:width].min(initial=_NOT_DUE))
+        elif len(dirty):  # a lower bound: a node's due time may only have moved later
+            self._next_due = min(self._next_due, int(self.due[dirty].min()))
 
     def _relayout(self, fleet: FleetView) -> None:
         n, width = len(fleet), len(fleet.nodes)
@@ -205,6 +249,7 @@ class NodeSummaries:
         self.rows[node[order], slot] = order
         self.ids = {name: i for i, name in enumerate(fleet.nodes)}
         self._layout, self._cordoned = fleet.layout, None
+        self._recent.clear()  # other node ids
         self.relayouts += 1
         self._empty(width)
 
@@ -212,7 +257,13 @@ class NodeSummaries:
         self, fleet: FleetView, policy: PlacementPolicy, nodes: npt.NDArray[np.intp], now_ms: int
     ) -> None:
         rows = self.rows[nodes]
-        state, self._due[nodes] = row_states(fleet, policy, rows, self.cordoned[nodes], now_ms)
+        if len(nodes) <= self._few_nodes:
+            cordoned = self.cordoned[nodes].tolist()
+            found = few_nodes.summarise(fleet, policy, rows.tolist(), cordoned, now_ms)
+            for node, summary in zip(nodes.tolist(), found, strict=True):
+                self._store(node, summary)
+            return
+        state, self.due[nodes] = row_states(fleet, policy, rows, self.cordoned[nodes], now_ms)
         present = state >= 0
         safe = np.where(present, rows, 0)
         self.tally[nodes] = state_tally(fleet, state, rows)
@@ -229,3 +280,13 @@ class NodeSummaries:
         mem = fleet.mem_bytes[safe]
         self.mem_lo[nodes] = np.where(present, mem, np.iinfo(np.int64).max).min(axis=1)
         self.mem_hi[nodes] = np.where(present, mem, -1).max(axis=1)
+
+    def _store(self, node: int, summary: few_nodes.NodeRows) -> None:
+        self.due[node] = summary.due
+        self.tally[node] = summary.tally
+        self.capacity[node] = summary.capacity
+        self.ranked[:, node] = summary.ranked
+        self.size[node] = summary.size
+        self.model[node] = summary.model
+        self.mem_lo[node] = summary.mem_lo
+        self.mem_hi[node] = summary.mem_hi

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -40,6 +40,7 @@ __all__ = [
     "choose",
     "chosen",
     "effective_capacity",
+    "packing_keys",
     "qualifying",
     "rank_keys",
     "rank_nodes",
@@ -248,15 +249,38 @@ def rank_keys(
     each candidate's slowest GPU's effective capacity."""
     min_cap, total_cap = _min_and_sum_by_row(effective_capacity(fleet, shape, candidates.top))
     name_rank = fleet.name_rank()[candidates.node_ids]
-    used, size = candidates.used, candidates.size
-    free = (size - used).astype(float)
+    keys = packing_keys(
+        shape.policy,
+        resolution,
+        min_cap=min_cap,
+        total_cap=total_cap,
+        used=candidates.used,
+        size=candidates.size,
+        name_rank=name_rank,
+    )
+    return keys, min_cap
+
+
+def packing_keys(
+    policy: Packing,
+    resolution: float,
+    *,
+    min_cap: Any,
+    total_cap: Any,
+    used: Any,
+    size: Any,
+    name_rank: Any,
+) -> list[Any]:
+    """:func:`rank_keys` from each candidate's slowest and total effective capacity, GPUs
+    used and size, and name's rank: arrays of candidates, or the numbers of one."""
+    free = (size - used) * 1.0
     if resolution > 0:
         # Capacities inside one resolution step are equal; equally fast gangs are packed.
         step = -np.floor(min_cap / resolution + 1e-9)
         keys = {"fastest": (step, free), "binpack": (free, step), "spread": (used / size, step)}
-        return [*keys[shape.policy], name_rank], min_cap
+        return [*keys[policy], name_rank]
     by = {"fastest": -min_cap, "binpack": free, "spread": used / size}
-    return [by[shape.policy], -min_cap, -total_cap, name_rank], min_cap
+    return [by[policy], -min_cap, -total_cap, name_rank]
 
 
 def chosen(
