@@ -118,7 +118,8 @@ def _faust_app(settings: ScorerSettings) -> faust.App:
         web_bind=settings.web_bind,
         web_in_thread=False,
     )
-    install_transport(app)  # commits only acknowledged offsets (fairlane_scorer.consumer)
+    # commits only acknowledged offsets, fetches wait less (fairlane_scorer.consumer)
+    install_transport(app, settings.fetch_max_wait_ms)
     return app
 
 

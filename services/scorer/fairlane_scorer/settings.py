@@ -40,6 +40,13 @@ class ScorerSettings(ServiceSettings):
         description="bytes of records per partition in one produce request",
     )
     stale_check_s: float = Field(5.0, gt=0, description="how often the staleness timer scans")
+    # aiokafka's next fetch leaves out the partitions still buffered, so while a batch is
+    # scored it asks only for partitions without records, and the broker holds it this
+    # long before any new input is read (Faust fixes 1,500 ms; docs/scoring.md,
+    # "Talking to the broker"). An idle worker fetches about 1,000 / this per second.
+    fetch_max_wait_ms: int = Field(
+        50, ge=1, le=1500, description="longest a fetch waits at the broker for records"
+    )
     session_timeout_s: float = Field(
         45.0,
         ge=6,
