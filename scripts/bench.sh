@@ -7,7 +7,8 @@
 # ports of their own, below the kernel's ephemeral range, and stops them at the end.
 # Each bench prints its ratios against a limit measured in the same run (raw consumer,
 # orjson floor, trivial endpoint and pgbench); docs/benchmarks.md reports the median of
-# three runs with the spread. Logs go to $BENCH_OUT (.local/bench/<UTC time>/).
+# three runs with the spread. Each scorer run follows an untimed one on its broker
+# (warm_kafka). Logs go to $BENCH_OUT (.local/bench/<UTC time>/).
 #
 # Env: RUNS (3), BENCH_KAFKA_PORT (29396), BENCH_PG_PORT (25637), BENCH_OUT,
 #      SCORER_LOAD_RATE (records/s for the second latency run; default 80 % of the
@@ -38,6 +39,18 @@ fresh_kafka() { # every run on empty topics: earlier runs' records would be read
   scripts/kafka.sh up >/dev/null
 }
 
+# A fresh broker's JVM compiles its hot paths during its first minutes: in the steady
+# flow of the first scorer run after a start the broker took 0.61-0.67 cores, in the next
+# runs on the same broker 0.40-0.41, then 0.23-0.34 (docs/benchmarks.md, "Scorer: the
+# producer's batches and the fetch wait"). So one untimed scorer run first, that the
+# measured run meets a broker closer to a production one's; its output goes to
+# $OUT/warm-up.log only.
+warm_kafka() {
+  fresh_kafka
+  $PY -m bench.scorer_throughput --bootstrap "$BOOTSTRAP" --latency-rate 1000 \
+    --latency-s 15 >>"$OUT/warm-up.log" 2>&1 || true
+}
+
 FAILED=()
 # "log name command...": the command's output to the terminal and to $OUT/name.log; a
 # failed run is named at the end, and the other runs go on.
@@ -53,7 +66,7 @@ bench_scorer() {
   logged scorer-state $PY -m bench.scorer_state
   logged scorer-state $PY -m bench.scorer_state --rss --nodes 125 --rounds 125
   for i in $(seq "$RUNS"); do
-    fresh_kafka
+    warm_kafka
     logged scorer $PY -m bench.scorer_throughput --bootstrap "$BOOTSTRAP"
   done
   if [ -n "${SCORER_LOAD_RATE:-}" ]; then
@@ -62,7 +75,7 @@ bench_scorer() {
     load=(--latency-of-max 0.8)
   fi
   for i in $(seq "$RUNS"); do
-    fresh_kafka
+    warm_kafka
     logged scorer-load $PY -m bench.scorer_throughput --bootstrap "$BOOTSTRAP" \
       "${load[@]}" --latency-s 15
   done

@@ -110,6 +110,7 @@ def _faust_app(settings: ScorerSettings) -> faust.App:
         # A rebalance waits for every record in flight (ScorerConsumer.processed) before
         # the recovery reads the changelogs' high watermarks.
         stream_wait_empty=True,
+        producer_max_batch_size=settings.producer_batch_bytes,
         broker_session_timeout=settings.session_timeout_s,
         broker_heartbeat_interval=min(3.0, settings.session_timeout_s / 3),
         web_enabled=True,
@@ -117,7 +118,8 @@ def _faust_app(settings: ScorerSettings) -> faust.App:
         web_bind=settings.web_bind,
         web_in_thread=False,
     )
-    install_transport(app)  # commits only acknowledged offsets (fairlane_scorer.consumer)
+    # commits only acknowledged offsets, fetches wait less (fairlane_scorer.consumer)
+    install_transport(app, settings.fetch_max_wait_ms)
     return app
 
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import faust
 from faust.transport.consumer import CONSUMER_FETCHING
@@ -63,6 +63,26 @@ __all__ = ["ScorerConsumer", "install_transport"]
 log = logging.getLogger("fairlane.scorer")
 
 
+class ScorerConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    """Faust's consumer thread, whose aiokafka consumer waits at most
+    ``fetch_max_wait_ms`` for records of a fetch instead of Faust's fixed 1,500 ms.
+
+    aiokafka has one fetch in flight per broker, and leaves out of it the partitions
+    whose records are still buffered (``Fetcher._get_actions_per_node``). While the
+    worker scores a batch the input's partitions stay buffered, so the next fetch asks
+    only for partitions that get no records (the placements, the internal topic, the
+    changelogs): the broker holds it for the whole wait, and no new input is read until
+    it returns. Seen: the intake empty for 0.5-1.5 s before every few batches, then
+    1,000+ records at once (docs/scoring.md, "Talking to the broker")."""
+
+    fetch_max_wait_ms: int = 1500
+
+    def _create_worker_consumer(self, transport: Any) -> Any:
+        consumer = super()._create_worker_consumer(transport)
+        consumer._fetch_max_wait_ms = self.fetch_max_wait_ms  # read by its start()
+        return consumer
+
+
 class ScorerConsumer(faust_aiokafka.Consumer):
     ledger: OffsetLedger[TP]
     seeks: int  # how many times the partitions were sought to their committed positions
@@ -72,6 +92,11 @@ class ScorerConsumer(faust_aiokafka.Consumer):
         self.ledger = OffsetLedger()
         self.seeks = 0
         self._intakes: dict[str, Intake] = {}
+
+    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
+        thread = ScorerConsumerThread(self, loop=self.loop, beacon=self.beacon)
+        thread.fetch_max_wait_ms = cast(ScorerTransport, self.transport).fetch_max_wait_ms
+        return thread
 
     def hand_over(self, topics: Iterable[str], intake: Intake | None) -> None:
         """Hand the records of ``topics`` to ``intake`` from the next fetch on (None:
@@ -225,8 +250,12 @@ class ScorerConsumer(faust_aiokafka.Consumer):
 
 class ScorerTransport(faust_aiokafka.Transport):
     Consumer = ScorerConsumer
+    fetch_max_wait_ms: int = 1500
 
 
-def install_transport(app: faust.App) -> None:
-    """Give ``app`` the transport above; before its consumer exists."""
-    app.transport = ScorerTransport(app.conf.broker_consumer, app)
+def install_transport(app: faust.App, fetch_max_wait_ms: int) -> None:
+    """Give ``app`` the transport above, its fetches waiting at most
+    ``fetch_max_wait_ms``; before its consumer exists."""
+    transport = ScorerTransport(app.conf.broker_consumer, app)
+    transport.fetch_max_wait_ms = fetch_max_wait_ms
+    app.transport = transport

@@ -29,7 +29,24 @@ class ScorerSettings(ServiceSettings):
         500, ge=1, description="records per batch: acked together once their output is delivered"
     )
     batch_within_s: float = Field(0.05, gt=0, description="longest wait to fill a batch")
+    # aiokafka keeps one open batch per partition and makes a send wait until a full one
+    # has gone out: at Faust's 16 KiB (two node rows) a batch's output took one broker
+    # round trip per two rows of a partition (docs/scoring.md, "Talking to the broker").
+    # At most the topics' max.message.bytes (the broker's default: 1 MiB).
+    producer_batch_bytes: int = Field(
+        512 * 1024,
+        ge=16 * 1024,
+        le=1024 * 1024,
+        description="bytes of records per partition in one produce request",
+    )
     stale_check_s: float = Field(5.0, gt=0, description="how often the staleness timer scans")
+    # aiokafka's next fetch leaves out the partitions still buffered, so while a batch is
+    # scored it asks only for partitions without records, and the broker holds it this
+    # long before any new input is read (Faust fixes 1,500 ms; docs/scoring.md,
+    # "Talking to the broker"). An idle worker fetches about 1,000 / this per second.
+    fetch_max_wait_ms: int = Field(
+        50, ge=1, le=1500, description="longest a fetch waits at the broker for records"
+    )
     session_timeout_s: float = Field(
         45.0,
         ge=6,
