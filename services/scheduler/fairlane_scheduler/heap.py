@@ -2,7 +2,7 @@
 
 The fleet view, its rankings and the ledger live as long as the process, and every
 full (gen-2) collection of CPython's cyclic collector walks all of them again, however
-little changed: 100-150 ms a collection at 100k GPUs. As production Python services
+little changed: ~100 ms a collection at 100k GPUs. As production Python services
 do, what startup built is frozen (``gc.freeze()``: a permanent generation that no
 collection walks), and the youngest generation's threshold is raised, so that the
 requests in flight (16 clients' futures, bodies, rows) are walked and promoted less
