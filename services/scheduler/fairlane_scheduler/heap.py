@@ -34,6 +34,7 @@ async def freeze_after_catch_up(caught_up: asyncio.Event, gen0_threshold: int) -
 
 def thaw(thresholds: tuple[int, int, int]) -> None:
     """At shutdown: what was frozen is walked again, so that a stopped app's cycles are
-    freed (tests and benchmarks start many apps in one process); the thresholds back."""
+    freed (tests and benchmarks start many apps in one process); the thresholds back as
+    this app found them (apps whose lives overlap in one process: each restores its own)."""
     gc.unfreeze()
     gc.set_threshold(*thresholds)
