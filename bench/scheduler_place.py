@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import gc
 import logging
 import os
 import re
@@ -50,6 +51,33 @@ def rss_mib() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+class GcClock:
+    """Wall time the cyclic garbage collector spends, in all and in gen-2 collections,
+    while it is installed (``gc.callbacks``): what the long-lived fleet costs it."""
+
+    def __init__(self) -> None:
+        self.total_s = self.full_s = 0.0
+        self.full = 0
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        took = time.perf_counter() - self._started
+        self.total_s += took
+        if info["generation"] == 2:
+            self.full_s += took
+            self.full += 1
+
+    def __enter__(self) -> GcClock:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self)
 
 
 def _cpu_s(pid: int, *, reaped: bool) -> float:
@@ -210,10 +238,15 @@ async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
         cpu_started = time.process_time()
         if profile is not None:
             profile.enable()
-        result |= await load([client], args.clients, args.seconds)
+        with GcClock() as collector:
+            result |= await load([client], args.clients, args.seconds)
         if profile is not None:
             profile.disable()
             profile.dump_stats(f"{args.profile}.{gpus}")
+        placed = max(result["placed"], 1)
+        result["gc_ms_per_pair"] = 1000 * collector.total_s / placed
+        result["gc_full_ms_per_pair"] = 1000 * collector.full_s / placed
+        result["gc_full"] = collector.full
         writes, carried = service.group_commits
         result["per_write"] = (carried - carried_before) / max(writes - writes_before, 1)
         ends, ended = service.group_ends
@@ -280,6 +313,8 @@ async def main() -> None:
             f"(1 client: p50 {r['one_p50_ms']:.1f} ms p99 {r['one_p99_ms']:.1f} ms), "
             f"CPU {r['cpu_ms_per_pair']:.2f} ms per pair (process, clients included; "
             f"Postgres {r.get('pg_cpu_ms_per_pair', float('nan')):.2f} ms), "
+            f"GC {r['gc_ms_per_pair']:.3f} ms per pair ({r['gc_full']:.0f} gen-2 "
+            f"collections: {r['gc_full_ms_per_pair']:.3f} ms), "
             f"{r['per_write']:.1f} placements and {r['ends_per_write']:.1f} releases per write, "
             f"RSS {r['rss_mib']:.0f} MiB with {r['view_gpus']:,} GPUs in the view"
         )

@@ -7,6 +7,7 @@ the test, and requests ask for B200, so nothing else on the shared topic interfe
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -206,6 +207,37 @@ async def test_the_extenders_node_summaries_follow_the_scores_without_a_call(
             return at is not None and int(summaries.tally[at, FREE]) == 3  # 0.5 is below
 
         await wait_until(summarised)
+
+
+async def test_startup_freezes_the_caught_up_fleet_out_of_the_collectors_walks(
+    kafka_bootstrap: str, database_url: str
+) -> None:
+    """Once the scores are caught up the fleet view is frozen (no generation the cyclic
+    collector walks holds it) and the first threshold set; at shutdown, unfrozen and
+    the thresholds as they were."""
+    settings = SchedulerSettings(
+        kafka_bootstrap_servers=kafka_bootstrap,
+        database_url=database_url,
+        auth_disabled=True,
+        gc_gen0_threshold=7_007,
+    )
+    thresholds = gc.get_threshold()
+    try:
+        async with running_scheduler(settings) as (_, app):
+
+            async def frozen() -> bool:
+                return gc.get_freeze_count() > 0
+
+            await wait_until(frozen)
+            assert app.state.runtime.follower.caught_up
+            fleet = app.state.runtime.fleet
+            assert not any(tracked is fleet for tracked in gc.get_objects())
+            assert gc.get_threshold()[0] == 7_007
+        assert gc.get_freeze_count() == 0
+        assert any(tracked is fleet for tracked in gc.get_objects())
+        assert gc.get_threshold() == thresholds
+    finally:
+        gc.set_threshold(*thresholds)
 
 
 async def test_a_tombstone_is_a_delete_and_a_bad_score_is_rejected(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -38,6 +39,7 @@ from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
 from fairlane_scheduler.core.master_port import PortRange
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.core.placements import Placement
+from fairlane_scheduler.heap import freeze_after_catch_up, thaw
 from fairlane_scheduler.kube.wiring import with_kube_edges
 from fairlane_scheduler.service import PlacementService
 from fairlane_scheduler.settings import SchedulerSettings
@@ -238,12 +240,19 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 ),
                 name="housekeeping",
             )
+            background, thresholds = [expiry], gc.get_threshold()
+            if settings.gc_freeze:
+                freeze = freeze_after_catch_up(follower.caught_up_event, settings.gc_gen0_threshold)
+                background.append(asyncio.create_task(freeze, name="gc-freeze"))
             try:
                 yield
             finally:
-                expiry.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await expiry
+                for task in background:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+                if settings.gc_freeze:
+                    thaw(thresholds)
                 metrics.registry.unregister(collector)
                 await relay.stop()
                 await feed.stop()

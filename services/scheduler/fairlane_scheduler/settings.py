@@ -72,6 +72,17 @@ class SchedulerSettings(ServiceSettings):
         description="decide placements from per-node summaries from this many nodes up, "
         "below it by a full scan of the fleet (the same decision; only the cost differs)",
     )
+    gc_freeze: bool = Field(
+        True,
+        description="once the scores are caught up, freeze what is alive out of the garbage "
+        "collector's walks (gc.freeze; fairlane_scheduler/heap.py says why)",
+    )
+    gc_gen0_threshold: int = Field(
+        10_000,
+        ge=1,
+        description="with gc_freeze: the collector's youngest-generation threshold "
+        "(Python's own is 700)",
+    )
     expiry_interval_s: float = Field(
         1.0, gt=0, description="how often leases expire and pending requests are retried"
     )

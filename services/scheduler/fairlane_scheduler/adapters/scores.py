@@ -79,6 +79,8 @@ class ScoresFollower:
         #: Called after each batch of records is applied: the extender's node summaries
         #: catch up here, off the request path (kube/wiring.py).
         self.after_batch: Callable[[], None] | None = None
+        #: Set once :attr:`caught_up` (it never unsets).
+        self.caught_up_event = asyncio.Event()
 
     @property
     def caught_up(self) -> bool:
@@ -92,6 +94,8 @@ class ScoresFollower:
         self._pending = {tp: end for tp, end in ends.items() if end > 0}
         self._consumer = consumer
         self._task = asyncio.create_task(self._follow(consumer), name="scores-follower")
+        if not self._pending:
+            self.caught_up_event.set()
 
     async def stop(self) -> None:
         await stop_following(self._task, self._consumer)
@@ -119,3 +123,5 @@ class ScoresFollower:
             for tp in list(self._pending):
                 if await consumer.position(tp) >= self._pending[tp]:
                     del self._pending[tp]
+                    if not self._pending:
+                        self.caught_up_event.set()
