@@ -24,10 +24,11 @@ queueing and a fetch's wait for data.
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 from pathlib import Path
+
+from bench.cpu_share import sampler_options
 
 _READER = Path(__file__).with_name("BrokerRequests.java")
 
@@ -57,14 +58,8 @@ def summary(log: Path, first_s: float, last_s: float) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = sampler_options(__doc__, seconds=120.0)
     parser.add_argument("--jmx-port", type=int, default=29299)
-    parser.add_argument("--seconds", type=float, default=120.0)
-    parser.add_argument("--summary", type=Path, help="a log of this tool's to sum up")
-    parser.add_argument("--from", dest="first_s", type=float, default=0.0)
-    parser.add_argument("--to", dest="last_s", type=float, default=float("inf"))
     args = parser.parse_args()
     if args.summary is not None:
         summary(args.summary, args.first_s, args.last_s)

@@ -95,15 +95,21 @@ def summary(log: Path, first_s: float, last_s: float) -> None:
         print(f"{name}: {total / max(lines, 1):.2f} cores (mean of {lines} s)")
 
 
-def main() -> None:
+def sampler_options(doc: str | None, seconds: float) -> argparse.ArgumentParser:
+    """The options of a tool that samples once a second into a log (``--seconds``) or
+    sums up such a log over a span (``--summary LOG --from S --to S``)."""
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--summary", type=Path, help="a log of this tool's to average")
+    parser.add_argument("--seconds", type=float, default=seconds)
+    parser.add_argument("--summary", type=Path, help="a log of this tool's to sum up")
     parser.add_argument("--from", dest="first_s", type=float, default=0.0)
     parser.add_argument("--to", dest="last_s", type=float, default=float("inf"))
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = sampler_options(__doc__, seconds=60.0).parse_args()
     if args.summary is not None:
         summary(args.summary, args.first_s, args.last_s)
     else:

@@ -20,7 +20,7 @@ from fairlane_events.codec import decode
 from fairlane_events.records import PlacementEvent
 from fairlane_events.topics import GPU_SCORES, PLACEMENTS, STREAM_PARTITIONS
 from fairlane_scheduler.adapters.scores import ScoresFollower
-from fairlane_scheduler.core.node_summary import FREE
+from fairlane_scheduler.core.node_states import FREE
 from fairlane_scheduler.settings import SchedulerSettings
 from tests.scheduler_harness import node_scores, publish, running_scheduler, wait_for_node
 

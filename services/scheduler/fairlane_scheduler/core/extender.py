@@ -32,10 +32,8 @@ import numpy.typing as npt
 
 from fairlane_scheduler.core.extender_reasons import explain as explain_reasons
 from fairlane_scheduler.core.fleet import FleetView
+from fairlane_scheduler.core.node_states import FREE, HEALTHY, STATIC
 from fairlane_scheduler.core.node_summary import (
-    FREE,
-    HEALTHY,
-    STATIC,
     NodeSummaries,
     no_tally,
     row_states,

@@ -13,26 +13,15 @@ import time
 import numpy as np
 import numpy.typing as npt
 
-from fairlane_scheduler.core.node_summary import (
-    ALLOCATED,
-    BACK_S,
-    BELOW,
-    BEST_BELOW,
-    COOLING,
-    CORDONED,
-    FREE,
-    HEALTHY,
-    STALE,
-    STATIC,
-)
+from fairlane_scheduler.core import node_states as states
 
 __all__ = ["explain"]
 
 _LABELS = (
-    (ALLOCATED, "placed by Fairlane"),
-    (CORDONED, "cordoned"),
-    (STALE, "stale"),
-    (STATIC, "not of an allowed model and size"),
+    (states.ALLOCATED, "placed by Fairlane"),
+    (states.CORDONED, "cordoned"),
+    (states.STALE, "stale"),
+    (states.STATIC, "not of an allowed model and size"),
 )
 
 
@@ -53,14 +42,14 @@ def explain(
         [
             known,
             usable,
-            tally[:, HEALTHY],
+            tally[:, states.HEALTHY],
             tally[:, [code for code, _ in _LABELS]],
-            tally[:, BELOW],
-            tally[:, BEST_BELOW],
-            tally[:, COOLING],
-            tally[:, BACK_S],
+            tally[:, states.BELOW],
+            tally[:, states.BEST_BELOW],
+            tally[:, states.COOLING],
+            tally[:, states.BACK_S],
             taken,
-            tally[:, FREE] - taken,
+            tally[:, states.FREE] - taken,
         ]
     ).astype(np.int64)
     first, which = _distinct_rows(keys)

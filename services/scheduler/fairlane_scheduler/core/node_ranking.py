@@ -28,7 +28,8 @@ import numpy.typing as npt
 from sortedcontainers import SortedList
 
 from fairlane_scheduler.core.fleet import FleetView
-from fairlane_scheduler.core.node_summary import ALLOCATED, FEW_NODES, FREE, NodeSummaries
+from fairlane_scheduler.core.node_states import ALLOCATED, FREE
+from fairlane_scheduler.core.node_summary import FEW_NODES, NodeSummaries
 from fairlane_scheduler.core.placement import (
     Choice,
     JobShape,

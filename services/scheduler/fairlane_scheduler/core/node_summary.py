@@ -32,35 +32,12 @@ import numpy as np
 import numpy.typing as npt
 
 from fairlane_scheduler.core import few_nodes
+from fairlane_scheduler.core import node_states as states
 from fairlane_scheduler.core.fleet import NEVER, FleetView
-from fairlane_scheduler.core.node_states import (
-    ALLOCATED,
-    BACK_S,
-    BELOW,
-    BEST_BELOW,
-    COOLING,
-    CORDONED,
-    FREE,
-    HEALTHY,
-    STALE,
-    STATIC,
-    TALLY_WIDTH,
-)
 from fairlane_scheduler.core.node_states import NOT_DUE as _NOT_DUE
 from fairlane_scheduler.core.placement import PlacementPolicy
 
 __all__ = [
-    "ALLOCATED",
-    "BACK_S",
-    "BELOW",
-    "BEST_BELOW",
-    "COOLING",
-    "CORDONED",
-    "FREE",
-    "HEALTHY",
-    "STALE",
-    "STATIC",
-    "TALLY_WIDTH",
     "NodeSummaries",
     "no_tally",
     "row_states",
@@ -72,8 +49,8 @@ RECENT_REFRESHES = 64
 #: Up to this many nodes are recomputed in plain Python (core/few_nodes.py), more with
 #: numpy: the crossover of the two on 8-GPU nodes (~100 us either way).
 FEW_NODES = 4
-_EMPTY_TALLY = np.zeros(TALLY_WIDTH, dtype=np.int64)
-_EMPTY_TALLY[[BEST_BELOW, BACK_S]] = (-100, NEVER // 1000)
+_EMPTY_TALLY = np.zeros(states.TALLY_WIDTH, dtype=np.int64)
+_EMPTY_TALLY[[states.BEST_BELOW, states.BACK_S]] = (-100, NEVER // 1000)
 
 
 def row_states(
@@ -92,18 +69,18 @@ def row_states(
     window_ms = fleet.stability.window_s * 1000
     dropped = fleet.dropped_ms[safe] != NEVER
     cooling = dropped & ((recovered == NEVER) | (now_ms - recovered < window_ms))
-    state = np.where(cooling, np.int8(COOLING), np.int8(FREE))
-    state = np.where(fleet.score[safe] < policy.threshold, np.int8(BELOW), state)
+    state = np.where(cooling, np.int8(states.COOLING), np.int8(states.FREE))
+    state = np.where(fleet.score[safe] < policy.threshold, np.int8(states.BELOW), state)
     ends = np.where(dropped & (recovered != NEVER), np.ceil(recovered + window_ms), _NOT_DUE)
     ends = np.where(ends > now_ms, ends, _NOT_DUE)  # only what is still to come
     if policy.stale == "exclude":
         after_ms = policy.stale_after_s * 1000
         too_old = fleet.ts_ms[safe] < now_ms - after_ms
-        state = np.where(fleet.stale[safe] | too_old, np.int8(STALE), state)
+        state = np.where(fleet.stale[safe] | too_old, np.int8(states.STALE), state)
         turns = np.floor(fleet.ts_ms[safe] + after_ms) + 1  # stale once now_ms > ts + after
         ends = np.minimum(ends, np.where(turns > now_ms, turns, _NOT_DUE))
-    state = np.where(cordoned[:, None], np.int8(CORDONED), state)
-    state = np.where(fleet.held[safe], np.int8(ALLOCATED), state)
+    state = np.where(cordoned[:, None], np.int8(states.CORDONED), state)
+    state = np.where(fleet.held[safe], np.int8(states.ALLOCATED), state)
     ends = np.where(present, ends, _NOT_DUE)
     due = ends.min(axis=1, initial=_NOT_DUE).astype(np.int64)
     return np.where(present, state, np.int8(-1)), due
@@ -115,19 +92,23 @@ def state_tally(
     """Per node of a (nodes x slots) state matrix (-1 padding) and its fleet rows: the
     tally columns (GPUs in each state, HEALTHY, BEST_BELOW, BACK_S)."""
     nodes, safe = len(state), np.where(rows >= 0, rows, 0)
-    tally = np.empty((nodes, TALLY_WIDTH), dtype=np.int64)
+    tally = np.empty((nodes, states.TALLY_WIDTH), dtype=np.int64)
     # One count per (node, state) pair, padding (-1) in a bin of its own: a bincount,
     # 13 times faster than comparing with each state and summing along the rows.
-    pairs = (np.arange(nodes)[:, None] * (STATIC + 2) + (state + 1)).ravel()
-    per_state = np.bincount(pairs, minlength=nodes * (STATIC + 2)).reshape(nodes, STATIC + 2)
-    tally[:, : STATIC + 1] = per_state[:, 1:]
+    pairs = (np.arange(nodes)[:, None] * (states.STATIC + 2) + (state + 1)).ravel()
+    per_state = np.bincount(pairs, minlength=nodes * (states.STATIC + 2)).reshape(
+        nodes, states.STATIC + 2
+    )
+    tally[:, : states.STATIC + 1] = per_state[:, 1:]
     score = fleet.score[safe]
-    healthy = (state >= 0) & (state != STATIC) & (score > 0)
-    tally[:, HEALTHY] = np.bincount(np.nonzero(healthy)[0], minlength=nodes)
-    best = np.where(state == BELOW, score, -1.0).max(axis=1, initial=-1.0)
-    tally[:, BEST_BELOW] = np.rint(best * 100)  # the score as a reason writes it
-    back = np.where(state == COOLING, fleet.recovered_ms[safe], NEVER).max(axis=1, initial=NEVER)
-    tally[:, BACK_S] = back // 1000
+    healthy = (state >= 0) & (state != states.STATIC) & (score > 0)
+    tally[:, states.HEALTHY] = np.bincount(np.nonzero(healthy)[0], minlength=nodes)
+    best = np.where(state == states.BELOW, score, -1.0).max(axis=1, initial=-1.0)
+    tally[:, states.BEST_BELOW] = np.rint(best * 100)  # the score as a reason writes it
+    back = np.where(state == states.COOLING, fleet.recovered_ms[safe], NEVER).max(
+        axis=1, initial=NEVER
+    )
+    tally[:, states.BACK_S] = back // 1000
     return tally
 
 
@@ -267,7 +248,7 @@ class NodeSummaries:
         present = state >= 0
         safe = np.where(present, rows, 0)
         self.tally[nodes] = state_tally(fleet, state, rows)
-        qualifies = state == FREE
+        qualifies = state == states.FREE
         free = np.where(qualifies, fleet.capacity[safe], -np.inf)
         self.capacity[nodes] = -np.sort(-free, axis=1)
         order = np.lexsort((fleet.index[safe], -fleet.score[safe], ~qualifies))

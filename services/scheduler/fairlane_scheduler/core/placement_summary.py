@@ -16,7 +16,8 @@ import numpy as np
 import numpy.typing as npt
 
 from fairlane_scheduler.core.fleet import FleetView
-from fairlane_scheduler.core.node_summary import ALLOCATED, FREE, NodeSummaries
+from fairlane_scheduler.core.node_states import ALLOCATED, FREE
+from fairlane_scheduler.core.node_summary import NodeSummaries
 from fairlane_scheduler.core.placement import JobShape, NodeCandidates
 
 __all__ = ["summary_candidates"]

@@ -32,7 +32,8 @@ import numpy as np
 from fairlane_runtime.outage import OutageLog
 from fairlane_runtime.periodic import Periodic
 from fairlane_scheduler.core.fleet import FleetView
-from fairlane_scheduler.core.node_summary import FREE, NodeSummaries
+from fairlane_scheduler.core.node_states import FREE
+from fairlane_scheduler.core.node_summary import NodeSummaries
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.core.pod_ledger import PodLedger
 from fairlane_scheduler.kube.client import KubeApiError, KubeClient
