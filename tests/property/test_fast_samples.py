@@ -85,7 +85,7 @@ def test_near_misses_are_refused_or_decoded_as_the_model_does(record: Any) -> No
 
 
 _GPU_FIELDS = sorted(SCHEMA["$defs"]["GpuSample"]["properties"])
-_ODD_VALUES = [-1, 0, 0.5, 2**63, 2**64, None, True, "x", "bad name", []]
+_ODD_VALUES: list[Any] = [-1, 0, 0.5, 2**63, 2**64, None, True, "x", "bad name", []]
 
 
 @_SETTINGS
