@@ -3,8 +3,9 @@
 :class:`~fairlane_events.records.NodeSample` stays the wire contract (the schemas are
 generated from it). The structs below state the same JSON Schema in msgspec's terms, and
 :func:`decode_node_sample` takes a record through them first: msgspec decodes an 8-GPU
-sample in a fifth of pydantic-core's time and its structs read faster too. The fast path
-may only be narrower than the schema, never wider; what it refuses goes through
+sample in about an eighth of pydantic-core's CPU time (``bench.scorer_decode``), and the
+scorer reads the struct as it read the model. The fast path may only be narrower than
+the schema, never wider; what it refuses goes through
 :func:`fairlane_events.codec.decode`, which decides (and words the dead letter):
 
 - JSON's one number type: msgspec refuses ``3.0`` for an integer, which the schema takes;
@@ -14,6 +15,8 @@ may only be narrower than the schema, never wider; what it refuses goes through
   ``$`` also matches before a final newline: the node pattern ends in ``\\Z`` here;
 - a duplicate key: the last one counts in both, but msgspec also refuses an invalid
   value that a later one replaces;
+- ``schema_`` for ``schema``: the model takes its field's own name too, the schema
+  (and msgspec) do not;
 - JSON itself (lone surrogates, control characters, NaN, a BOM, trailing content) is
   read as pydantic-core reads it, and the two rules beyond the schema are checked after
   the struct is built.
