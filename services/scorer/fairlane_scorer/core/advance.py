@@ -21,7 +21,7 @@ from itertools import compress
 
 import numpy as np
 
-from fairlane_events.records import NodeSample
+from fairlane_events.fast_samples import AnyNodeSample
 from fairlane_scorer.core.allocations import NodeAllocations
 from fairlane_scorer.core.lanes import BoolArray, Lanes, gather
 from fairlane_scorer.core.node_state import NO_ECC, IntArray, NodeState
@@ -79,7 +79,7 @@ def _append(old: FloatArray, new: FloatArray, active: BoolArray) -> FloatArray:
 
 
 def advance_round(
-    round_: Sequence[tuple[NodeSample, NodeState | None, NodeAllocations | None]],
+    round_: Sequence[tuple[AnyNodeSample, NodeState | None, NodeAllocations | None]],
     config: ScoreConfig,
 ) -> RoundResult:
     """Each node's next state after its record, and the scores to publish."""

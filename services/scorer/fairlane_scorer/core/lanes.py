@@ -19,7 +19,7 @@ from typing import cast
 import numpy as np
 import numpy.typing as npt
 
-from fairlane_events.records import GpuSample, NodeSample
+from fairlane_events.fast_samples import AnyGpuSample, AnyNodeSample
 from fairlane_scorer.core.allocations import NodeAllocations, allocations_of
 from fairlane_scorer.core.node_state import EMITTED_COLUMNS, NO_ECC, IntArray, NodeState
 from fairlane_scorer.core.records import GpuLabels
@@ -43,18 +43,19 @@ class _Node:
 
     state: NodeState | None
     uuids: tuple[str, ...]
-    samples: list[GpuSample | None]  # per lane: its new sample, None when passive
+    samples: list[AnyGpuSample | None]  # per lane: its new sample, None when passive
     labels: Labels  # index, model, mem_total_bytes per lane
     since: list[float]
 
 
 def _node(
-    sample: NodeSample, state: NodeState | None, allocations: NodeAllocations | None
+    sample: AnyNodeSample, state: NodeState | None, allocations: NodeAllocations | None
 ) -> tuple[_Node, int]:
     """The node's lanes, and how many of its record's GPU samples are duplicates."""
-    gpus, ts = sample.gpus, sample.ts_ms
+    gpus: Sequence[AnyGpuSample] = sample.gpus
+    ts = sample.ts_ms
     uuids = tuple(map(_UUID, gpus))
-    samples: list[GpuSample | None]
+    samples: list[AnyGpuSample | None]
     duplicates = 0
     if state is None:
         samples = list(gpus)
@@ -109,7 +110,7 @@ class Lanes:
     active: BoolArray  # per lane
     ts_ms: FloatArray  # per lane: its node's record time
     load_since_ms: FloatArray
-    samples: list[GpuSample]  # of the active lanes, in lane order
+    samples: list[AnyGpuSample]  # of the active lanes, in lane order
     sampled: IntArray  # the active lanes
     kept: FloatArray  # (lanes, rows, KEPT_COLUMNS), right-aligned, NaN rows in front
     recent: FloatArray  # (lanes, recent rows, RECENT_COLUMNS), the same way
@@ -135,7 +136,7 @@ class Lanes:
 
 
 def gather(
-    round_: Sequence[tuple[NodeSample, NodeState | None, NodeAllocations | None]],
+    round_: Sequence[tuple[AnyNodeSample, NodeState | None, NodeAllocations | None]],
     recent_rows: int,
 ) -> Lanes:
     """The lanes of a round's nodes (each node at most once), ``recent_rows`` rows of

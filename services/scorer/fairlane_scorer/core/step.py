@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fairlane_events.codec import DecodeError, decode
-from fairlane_events.records import NodeSample
+from fairlane_events.codec import DecodeError
+from fairlane_events.fast_samples import AnyNodeSample, decode_node_sample
 from fairlane_scorer.core.advance import advance_round
 from fairlane_scorer.core.allocations import NodeAllocations
 from fairlane_scorer.core.node_state import NodeState, NodeWindows, as_state
@@ -35,15 +35,16 @@ class Rejection:
 
 def decode_batch(
     records: Sequence[tuple[bytes | None, bytes | None]],
-) -> tuple[list[NodeSample], list[Rejection]]:
-    """Decode and validate ``(key, value)`` records strictly (the published JSON Schema);
-    a record keyed otherwise than by its node is rejected too: it may sit in another
-    partition than the node's state."""
-    samples: list[NodeSample] = []
+) -> tuple[list[AnyNodeSample], list[Rejection]]:
+    """Decode and validate ``(key, value)`` records strictly (the published JSON Schema;
+    msgspec's structs first, :mod:`fairlane_events.fast_samples`); a record keyed
+    otherwise than by its node is rejected too: it may sit in another partition than the
+    node's state."""
+    samples: list[AnyNodeSample] = []
     rejected: list[Rejection] = []
     for position, (key, value) in enumerate(records):
         try:
-            sample = decode(NodeSample, value)
+            sample = decode_node_sample(value)
         except DecodeError as exc:
             rejected.append(Rejection(position, str(exc)))
             continue
@@ -62,9 +63,9 @@ class BatchResult:
     duplicates: int = 0  # GPU samples not newer than their GPU's last one
 
 
-def _rounds(samples: Sequence[NodeSample]) -> list[list[NodeSample]]:
+def _rounds(samples: Sequence[AnyNodeSample]) -> list[list[AnyNodeSample]]:
     """The k-th round holds each node's k-th record of the batch."""
-    rounds: list[list[NodeSample]] = []
+    rounds: list[list[AnyNodeSample]] = []
     seen: dict[str, int] = {}
     for sample in samples:
         k = seen.get(sample.node, 0)
@@ -76,7 +77,7 @@ def _rounds(samples: Sequence[NodeSample]) -> list[list[NodeSample]]:
 
 
 def score_batch(
-    samples: Sequence[NodeSample],
+    samples: Sequence[AnyNodeSample],
     windows: Mapping[str, NodeWindows],
     allocations: Mapping[str, NodeAllocations | None],
     config: ScoreConfig,

@@ -14,7 +14,7 @@ from operator import attrgetter
 import numpy as np
 import numpy.typing as npt
 
-from fairlane_events.records import GpuSample
+from fairlane_events.fast_samples import AnyGpuSample
 from fairlane_scoring.components import CLOCK_EVENT_IDLE
 from fairlane_scoring.config import HEALTH_COMPONENTS, ScoreConfig
 from fairlane_scoring.outliers import MAD_TO_SIGMA
@@ -61,7 +61,7 @@ def _ratio(a: FloatArray, b: FloatArray) -> FloatArray:
         return np.where(ok, a / np.where(ok, b, 1.0), np.nan)
 
 
-def component_rows(samples: Sequence[GpuSample], thermal_margin_c: float) -> FloatArray:
+def component_rows(samples: Sequence[AnyGpuSample], thermal_margin_c: float) -> FloatArray:
     """``components.component_scores`` of every sample (rows in ``COMPONENTS`` order)."""
     m = np.array([_METRICS(s) for s in samples], dtype=np.float64).reshape(-1, 11)
     sm, max_sm, temp, slowdown, active, util, used, total, mem_util, power, limit = m.T
@@ -133,7 +133,7 @@ def instant_rows(filtered: FloatArray, weights: Sequence[float]) -> tuple[FloatA
 
 
 def health_gates(
-    samples: Sequence[GpuSample], previous_ecc: IntArray, no_ecc: int
+    samples: Sequence[AnyGpuSample], previous_ecc: IntArray, no_ecc: int
 ) -> tuple[FloatArray, IntArray]:
     """``components.health_gate`` of every sample against its GPU's previous ECC count
     (``no_ecc``: none), and each GPU's next baseline (the sample's count, if it has one).
