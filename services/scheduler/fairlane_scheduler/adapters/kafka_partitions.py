@@ -1,7 +1,8 @@
 """The partition Kafka's default partitioner gives each of many keys (pure): murmur2 as
 the Java client and aiokafka's ``DefaultPartitioner`` compute it, in numpy over all the
 keys of one length at once. aiokafka's murmur2 is a Python loop, 10-15 us a key, and the
-outbox relay hashes two keys a placement (placed, then released)."""
+outbox relay hashes two keys a placement (placed, then released); numpy's ~1 us a key
+from 100 keys on has a fixed cost of ~50-150 us a call, so a few keys take the loop."""
 
 from __future__ import annotations
 
@@ -9,15 +10,20 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
+from aiokafka.partitioner import DefaultPartitioner
 
 __all__ = ["key_partitions", "murmur2_many"]
 
 _SEED, _M = 0x9747B28C, np.uint32(0x5BD1E995)
+_DEFAULT = DefaultPartitioner()
+_VECTOR_FROM = 12  # keys; below, aiokafka's loop is cheaper
 
 
 def key_partitions(keys: Sequence[bytes], partitions: Sequence[int]) -> list[int]:
     """Per key, its partition of ``partitions`` (sorted by id), as the default
     partitioner picks it."""
+    if len(keys) < _VECTOR_FROM:
+        return [_DEFAULT(key, partitions, partitions) for key in keys]
     index = (murmur2_many(keys) & 0x7FFFFFFF) % len(partitions)
     return [partitions[i] for i in index.tolist()]
 
