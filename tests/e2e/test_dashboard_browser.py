@@ -33,7 +33,8 @@ SHORT_MEMORY = {"FAIRLANE_HISTORY_S": "20", "FAIRLANE_RECENT_WINDOW_S": "10"}
 
 # Node 0 heats up 30 s after the agent starts and throttles hard for 20 s; node 1 stays
 # calm. The 30 s are for the browser to start and sign in while node 0 is still healthy:
-# with 10 s a loaded machine (load average 8-10) showed node 0 held out at the first view. With the scorer's history cut to 20 s, node 0's scores come back above the
+# with 10 s a loaded machine (load average 8-10) showed node 0 held out at the first
+# view. With the scorer's history cut to 20 s, node 0's scores come back above the
 # threshold soon after, and its GPUs are cooling for the scheduler's 60 s window.
 SCENARIO = f"""
 name = "dashboard hot aisle"
