@@ -112,8 +112,7 @@ class PolicyView:
         """Which GPUs a 1-GPU job could be given now."""
         rows = self.view.rows_of(allocated)
         masks = rejection_masks(self.view, JobShape(1), self.placement, rows, now_ms)
-        ok, _ = qualifying(masks, len(self.view))
-        return ok
+        return qualifying(masks, len(self.view))
 
     def choose(
         self, shape: JobShape, allocated: Collection[str], now_ms: int
