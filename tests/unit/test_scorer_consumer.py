@@ -205,16 +205,22 @@ async def test_a_fetch_that_returns_after_the_flow_stopped_is_not_handed_over(
 
 
 async def test_the_worker_talks_to_the_broker_in_its_own_sizes(tmp_path: Path) -> None:
-    """Its fetches wait at most ``fetch_max_wait_ms`` (Faust fixes 1,500 ms) and its
-    producer batches ``producer_batch_bytes`` per partition (Faust: 16 KiB)."""
+    """Its fetches wait at most ``fetch_max_wait_ms`` (Faust fixes 1,500 ms) for
+    ``fetch_min_bytes`` (aiokafka: 1) and its producer batches ``producer_batch_bytes``
+    per partition (Faust: 16 KiB)."""
     settings = ScorerSettings(
-        app_id="scorer-t", data_dir=tmp_path, fetch_max_wait_ms=70, producer_batch_bytes=300_000
+        app_id="scorer-t",
+        data_dir=tmp_path,
+        fetch_max_wait_ms=70,
+        fetch_min_bytes=9_000,
+        producer_batch_bytes=300_000,
     )
     app = create_app(settings)
     thread = app.consumer._thread  # type: ignore[attr-defined]
     kafka = thread._create_worker_consumer(app.transport)  # not started: no broker needed
     try:
         assert kafka._fetch_max_wait_ms == 70
+        assert kafka._fetch_min_bytes == 9_000
     finally:
         await kafka.stop()
     assert app.producer.max_batch_size == 300_000

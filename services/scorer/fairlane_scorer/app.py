@@ -119,7 +119,7 @@ def _faust_app(settings: ScorerSettings) -> faust.App:
         web_in_thread=False,
     )
     # commits only acknowledged offsets, fetches wait less (fairlane_scorer.consumer)
-    install_transport(app, settings.fetch_max_wait_ms)
+    install_transport(app, settings.fetch_max_wait_ms, settings.fetch_min_bytes)
     return app
 
 

@@ -76,10 +76,12 @@ class ScorerConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     1,000+ records at once (docs/scoring.md, "Talking to the broker")."""
 
     fetch_max_wait_ms: int = 1500
+    fetch_min_bytes: int = 1
 
     def _create_worker_consumer(self, transport: Any) -> Any:
         consumer = super()._create_worker_consumer(transport)
-        consumer._fetch_max_wait_ms = self.fetch_max_wait_ms  # read by its start()
+        consumer._fetch_max_wait_ms = self.fetch_max_wait_ms  # both read by its start()
+        consumer._fetch_min_bytes = self.fetch_min_bytes
         return consumer
 
 
@@ -95,7 +97,9 @@ class ScorerConsumer(faust_aiokafka.Consumer):
 
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         thread = ScorerConsumerThread(self, loop=self.loop, beacon=self.beacon)
-        thread.fetch_max_wait_ms = cast(ScorerTransport, self.transport).fetch_max_wait_ms
+        transport = cast(ScorerTransport, self.transport)
+        thread.fetch_max_wait_ms = transport.fetch_max_wait_ms
+        thread.fetch_min_bytes = transport.fetch_min_bytes
         return thread
 
     def hand_over(self, topics: Iterable[str], intake: Intake | None) -> None:
@@ -251,11 +255,13 @@ class ScorerConsumer(faust_aiokafka.Consumer):
 class ScorerTransport(faust_aiokafka.Transport):
     Consumer = ScorerConsumer
     fetch_max_wait_ms: int = 1500
+    fetch_min_bytes: int = 1
 
 
-def install_transport(app: faust.App, fetch_max_wait_ms: int) -> None:
-    """Give ``app`` the transport above, its fetches waiting at most
-    ``fetch_max_wait_ms``; before its consumer exists."""
+def install_transport(app: faust.App, fetch_max_wait_ms: int, fetch_min_bytes: int) -> None:
+    """Give ``app`` the transport above, its fetches waiting at the broker at most
+    ``fetch_max_wait_ms`` for ``fetch_min_bytes``; before its consumer exists."""
     transport = ScorerTransport(app.conf.broker_consumer, app)
     transport.fetch_max_wait_ms = fetch_max_wait_ms
+    transport.fetch_min_bytes = fetch_min_bytes
     app.transport = transport
