@@ -5,8 +5,8 @@ import pytest
 
 from fairlane_events.codec import DecodeError, decode, encode
 from fairlane_events.dead_letter import MAX_DEAD_LETTER_VALUE_BYTES, dead_letter_for
-from fairlane_events.records import NodeSample
-from tests.factories import GIB, node_sample
+from fairlane_events.records import NodeSample, Record
+from tests.factories import GIB, gpu_score, node_sample
 
 
 def test_node_sample_round_trips_with_wire_names() -> None:
@@ -62,6 +62,26 @@ def test_duplicate_gpu_in_one_node_sample_is_rejected() -> None:
     raw["gpus"].append(raw["gpus"][0])
     with pytest.raises(DecodeError, match="duplicate uuid"):
         decode(NodeSample, orjson.dumps(raw))
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        node_sample(),
+        gpu_score(),
+        dead_letter_for(
+            topic="t", partition=0, offset=1, key=None, value=b"x", error="e", now_ms=1
+        ),
+    ],
+    ids=lambda r: type(r).__name__,
+)
+def test_the_models_field_name_for_schema_is_unknown_on_the_wire(record: Record) -> None:
+    """``schema_`` names the field in Python only; the published schemas allow no such
+    property (additionalProperties: false), so neither does the decoder."""
+    data = encode(record)
+    assert decode(type(record), data) == record
+    with pytest.raises(DecodeError, match=r"^schema_: Extra inputs are not permitted"):
+        decode(type(record), data.replace(b'"schema"', b'"schema_"', 1))
 
 
 def test_dead_letter_keeps_origin_and_truncates_huge_values() -> None:

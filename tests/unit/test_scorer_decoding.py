@@ -18,9 +18,10 @@ INDEX = b'"index":0'
 
 
 def _reference(data: bytes) -> NodeSample | None:
-    """The decoder before: orjson's parser, then pydantic on the Python objects."""
+    """The decoder before: orjson's parser, then pydantic on the Python objects (by
+    the wire names: the field name ``schema_`` is not one)."""
     try:
-        return NodeSample.model_validate(orjson.loads(data))
+        return NodeSample.model_validate(orjson.loads(data), by_alias=True, by_name=False)
     except (orjson.JSONDecodeError, ValidationError):
         return None
 

@@ -29,11 +29,13 @@ def decode(model: type[R], data: bytes | None) -> R:
     JSON does not allow: NaN, lone surrogates, control characters, a BOM, trailing
     content; both keep the last of duplicate keys: ``tests/unit/test_scorer_decoding.py``,
     and the schema property test runs through here); a rejected record goes the second
-    way only to be told in the words below ("not JSON: ..." or the first field)."""
+    way only to be told in the words below ("not JSON: ..." or the first field). Fields
+    are read by their wire names alone: ``schema_``, the models' own name for ``schema``,
+    is an unknown field on the wire, as the published schemas say."""
     if data is None:
         raise DecodeError("empty value (tombstone)")
     try:
-        return model.model_validate_json(data)
+        return model.model_validate_json(data, by_alias=True, by_name=False)
     except ValidationError:
         pass
     try:
@@ -41,7 +43,7 @@ def decode(model: type[R], data: bytes | None) -> R:
     except orjson.JSONDecodeError as exc:
         raise DecodeError(f"not JSON: {exc}") from exc
     try:
-        return model.model_validate(raw)
+        return model.model_validate(raw, by_alias=True, by_name=False)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "<record>"
