@@ -4,6 +4,8 @@
 held once decided, 16 of them live at a time (the oldest released as a new one comes),
 so every decision sees the holds of the one before. Scores as bench/scheduler_place.py
 draws them (uniform 0.5-1.0, so about 30 % of the GPUs are below the threshold).
+``--release-batch 8`` frees the released GPUs 8 placements at a time, as the service's
+group commit does (bench/scheduler_place.py: several nodes change between two decisions).
 
     .venv/bin/python -m bench.scheduler_decision --sizes 1000,10000,100000
 """
@@ -35,10 +37,14 @@ def fleet_of(gpus: int) -> FleetView:
 
 
 def cpu_per_decision_us(
-    fleet: FleetView, decide: Callable[[JobShape, int], Choice | NoPlacement], calls: int
+    fleet: FleetView,
+    decide: Callable[[JobShape, int], Choice | NoPlacement],
+    calls: int,
+    release_batch: int = 1,
 ) -> float:
     """Mean CPU per decision after a warm-up (the rankings' first build excluded)."""
     live: collections.deque[list[str]] = collections.deque()
+    released: list[str] = []
     spent = 0.0
     for n in range(calls + 100):
         started = time.process_time()
@@ -51,8 +57,11 @@ def cpu_per_decision_us(
             fleet.hold(uuid)
         live.append(gpus)
         if len(live) > 16:
-            for uuid in live.popleft():
+            released += live.popleft()
+        if n % release_batch == 0:
+            for uuid in released:
                 fleet.hold(uuid, held=False)
+            released.clear()
     return 1e6 * spent / calls
 
 
@@ -62,9 +71,10 @@ def main() -> None:
     )
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--release-batch", type=int, default=1, help="placements freed at once")
     args = parser.parse_args()
     for gpus in (int(s) for s in args.sizes.split(",")):
-        scan, ranked = both_ways(fleet_of(gpus), args.calls)
+        scan, ranked = both_ways(fleet_of(gpus), args.calls, args.release_batch)
         nodes = -(-gpus // GPUS_PER_NODE)
         print(
             f"{gpus:>7,} GPUs ({nodes:,} nodes): full scan {scan:,.0f} us, "
@@ -72,7 +82,7 @@ def main() -> None:
         )
 
 
-def both_ways(fleet: FleetView, calls: int) -> tuple[float, float]:
+def both_ways(fleet: FleetView, calls: int, release_batch: int = 1) -> tuple[float, float]:
     """CPU per decision of the full scan, then of the ranked summaries, on ``fleet``."""
     rankings = NodeRankings()
 
@@ -82,7 +92,10 @@ def both_ways(fleet: FleetView, calls: int) -> tuple[float, float]:
     def ranked(shape: JobShape, now_ms: int) -> Choice | NoPlacement:
         return rankings.choose(fleet, shape, POLICY, now_ms)
 
-    return cpu_per_decision_us(fleet, scan, calls), cpu_per_decision_us(fleet, ranked, calls)
+    return (
+        cpu_per_decision_us(fleet, scan, calls, release_batch),
+        cpu_per_decision_us(fleet, ranked, calls, release_batch),
+    )
 
 
 if __name__ == "__main__":

@@ -148,3 +148,43 @@ def test_rankings_kept_across_changes_choose_as_the_full_scan(
         shape = JobShape(1 + k, nodes=1 + k % 2, policy=("fastest", "binpack")[k % 2])
         want = choose(fleet, shape, policy, fleet.held_rows(), now)
         assert rankings.choose(fleet, shape, policy, now) == want, step
+
+
+def _fields(summaries: NodeSummaries) -> list[list[object]]:
+    return [
+        getattr(summaries, name).tolist()
+        for name in ("tally", "capacity", "ranked", "due", "size", "model", "mem_lo", "mem_hi")
+    ]
+
+
+@pytest.mark.parametrize("few", [0, node_summary.FEW_NODES])
+def test_holds_and_releases_updated_in_place_equal_summaries_built_afresh(
+    few: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches of holds and releases over several nodes (as a group commit frees them),
+    between records, cordons and clock steps: summaries that update the held nodes in
+    place hold every value a summary built from scratch does, and did update in place."""
+    in_place: list[int] = []
+    update = NodeSummaries._update_holds
+
+    def counted(self: NodeSummaries, fleet: FleetView, nodes: list[int]) -> list[int]:
+        left = update(self, fleet, nodes)
+        in_place.append(len(nodes) - len(left))
+        return left
+
+    monkeypatch.setattr(NodeSummaries, "_update_holds", counted)
+    rng = random.Random(3)
+    fleet = FleetView(StabilityPolicy(threshold=0.65, window_s=20))
+    names = [f"n{n}" for n in range(9)]
+    kept = [NodeSummaries(few_nodes=few) for _ in POLICIES]
+    uuids = [f"n{n}-{g}" for n in range(8) for g in range(4)]
+    for step, now in enumerate(_changes(rng, fleet, names, 200)):
+        if step % 3 == 0:  # a batch: some GPUs held, others freed, on up to 8 nodes
+            for uuid in rng.sample(uuids, rng.randrange(1, 12)):
+                fleet.hold(uuid, held=rng.random() < 0.5)
+        for policy, summaries in zip(POLICIES, kept, strict=True):
+            summaries.refresh(fleet, policy, now)
+            afresh = NodeSummaries(few_nodes=0)
+            afresh.refresh(fleet, policy, now)
+            assert _fields(summaries) == _fields(afresh), (step, policy)
+    assert sum(in_place) > 50

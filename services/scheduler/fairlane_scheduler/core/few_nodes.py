@@ -29,14 +29,16 @@ from fairlane_scheduler.core.node_states import (
 )
 from fairlane_scheduler.core.placement import PlacementPolicy
 
-__all__ = ["NodeRows", "summarise"]
+__all__ = ["NodeRows", "placement_order", "summarise"]
 
 _INT64_MAX = 2**63 - 1
 
 
 class NodeRows(NamedTuple):
     """One node's summary: its due time, tally, qualifying capacities best first and
-    rows in placement order (both padded to the slots), size, model and memory range."""
+    rows in placement order (both padded to the slots), size, model and memory range,
+    and each of its rows' state without its hold (``NodeSummaries``' in-place updates
+    read it)."""
 
     due: int
     tally: list[int]
@@ -46,6 +48,7 @@ class NodeRows(NamedTuple):
     model: int
     mem_lo: int
     mem_hi: int
+    unheld: list[int]
 
 
 #: The fleet's columns a summary reads, in the order of a :data:`_Row`.
@@ -89,8 +92,9 @@ class _Clock:
         self.now_ms = now_ms
 
     def state(self, row: _Row, *, cordoned: bool) -> tuple[int, int]:
-        """The row's first reason (FREE: none), and when the clock alone may change it."""
-        _, score, _, ts, stale, dropped_ms, recovered, held, *_ = row
+        """The row's first reason but its hold (FREE: none), and when the clock alone may
+        change it."""
+        _, score, _, ts, stale, dropped_ms, recovered, *_ = row
         now_ms, dropped = self.now_ms, dropped_ms != NEVER
         cooling = dropped and (recovered == NEVER or now_ms - recovered < self.window_ms)
         state = COOLING if cooling else FREE
@@ -107,7 +111,7 @@ class _Clock:
                 end = turns
         if cordoned:
             state = CORDONED
-        return (ALLOCATED if held else state), end
+        return state, end
 
 
 def _node(
@@ -116,9 +120,12 @@ def _node(
     tally = [0] * TALLY_WIDTH
     best_below, back_ms, due = -1.0, NEVER, NOT_DUE
     free: list[tuple[float, int, int, float]] = []  # (-score, index, row, capacity)
+    unheld = []
     for entry in rows:
         state, end = clock.state(entry, cordoned=cordoned)
-        row, score, capacity, _, _, _, recovered, _, index, _, _ = entry
+        row, score, capacity, _, _, _, recovered, held, index, _, _ = entry
+        unheld.append(state)
+        state = ALLOCATED if held else state
         due = min(due, end)
         tally[state] += 1
         tally[HEALTHY] += score > 0
@@ -130,18 +137,29 @@ def _node(
             free.append((-score, index, row, capacity))
     tally[BEST_BELOW] = round(best_below * 100)
     tally[BACK_S] = back_ms // 1000
-    free.sort()  # best score first, then GPU index (a stable lexsort's order)
-    qualified = [row for _, _, row, _ in free]
+    capacities, ranked = placement_order(free, slots)
     models = {model for *_, model, _ in rows}
     memory = [mem for *_, mem in rows]
     return NodeRows(
         due=due,
         tally=tally,
-        capacity=sorted((c for *_, c in free), reverse=True) + [-math.inf] * (slots - len(free)),
-        ranked=qualified + [-1] * (slots - len(qualified)),
+        capacity=capacities,
+        ranked=ranked,
         size=len(rows),
         # A node whose GPUs all moved away reads row 0's model, as the numpy way does.
         model=models.pop() if len(models) == 1 else (-1 if models else int(fleet.model[0])),
         mem_lo=min(memory, default=_INT64_MAX),
         mem_hi=max(memory, default=-1),
+        unheld=unheld,
     )
+
+
+def placement_order(
+    free: list[tuple[float, int, int, float]], slots: int
+) -> tuple[list[float], list[int]]:
+    """A node's qualifying GPUs as (-score, index, row, capacity): their capacities best
+    first and their rows in placement order, both padded to ``slots``."""
+    free.sort()  # best score first, then GPU index (a stable lexsort's order)
+    pad = slots - len(free)
+    capacity = sorted((c for *_, c in free), reverse=True) + [-math.inf] * pad
+    return capacity, [row for _, _, row, _ in free] + [-1] * pad

@@ -77,6 +77,9 @@ class FleetView:
         #: one of its GPUs: per-node summaries (core/node_summary.py) recompute only the
         #: nodes that changed since they last looked, never the whole fleet.
         self.node_changed = np.zeros(64, dtype=np.int64)
+        #: The same, for score records alone (holds leave it): a summary of a node whose
+        #: GPUs only changed hold since it looked is updated in place.
+        self.node_scored = np.zeros(64, dtype=np.int64)
         self.changes = 0
         self._touched: list[int] = []  # the node of each recent change, the oldest first
         self._touch_base = 0  # changes before the first of them
@@ -102,7 +105,7 @@ class FleetView:
         node = self._intern(self._node_id, self.nodes, score.node)
         if node != (old := int(self.node[r])):  # a new GPU (old -1), or one that moved
             if old >= 0:
-                self._touch(old)
+                self._touch(old, scored=True)
             self.layout += 1
         self.score[r] = score.score
         self.capacity[r] = score.effective_capacity
@@ -110,7 +113,7 @@ class FleetView:
         self.stale[r] = score.stale
         self.mem_bytes[r] = -1 if score.mem_total_bytes is None else score.mem_total_bytes
         self.node[r] = node
-        self._touch(node)
+        self._touch(node, scored=True)
         spec = find_model(score.model)
         self.model[r] = self._intern(self._model_id, self.models, spec.key if spec else score.model)
         self.index[r] = score.index
@@ -209,12 +212,15 @@ class FleetView:
             return None
         return self._touched[changes - self._touch_base :]
 
-    def _touch(self, node: int) -> None:
+    def _touch(self, node: int, *, scored: bool = False) -> None:
         if node >= len(self.node_changed):
             grown = np.zeros_like(self.node_changed)
             self.node_changed = np.concatenate([self.node_changed, grown])
+            self.node_scored = np.concatenate([self.node_scored, grown])
         self.changes += 1
         self.node_changed[node] = self.changes
+        if scored:
+            self.node_scored[node] = self.changes
         self._touched.append(node)
         if len(self._touched) >= 2 * TOUCH_LOG:
             del self._touched[:TOUCH_LOG]
