@@ -62,30 +62,13 @@ def row_states(
     rows: npt.NDArray[np.intp],
     cordoned: npt.NDArray[np.bool_],
     now_ms: int,
+    *,
+    holds: bool = True,
 ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int64]]:
     """For a (nodes x slots) matrix of fleet rows (-1 padding) and each node's cordon:
-    every row's first reason (FREE: none; -1: padding), and per node the first time
-    after ``now_ms`` when a state may change by the clock alone."""
-    unheld, due = unheld_states(fleet, policy, rows, cordoned, now_ms)
-    return with_holds(fleet, unheld, rows), due
-
-
-def with_holds(
-    fleet: FleetView, unheld: npt.NDArray[np.int8], rows: npt.NDArray[np.intp]
-) -> npt.NDArray[np.int8]:
-    """:func:`unheld_states`' states with the held rows ALLOCATED."""
-    held = fleet.held[np.where(rows >= 0, rows, 0)] & (unheld >= 0)
-    return np.where(held, np.int8(states.ALLOCATED), unheld)
-
-
-def unheld_states(
-    fleet: FleetView,
-    policy: PlacementPolicy,
-    rows: npt.NDArray[np.intp],
-    cordoned: npt.NDArray[np.bool_],
-    now_ms: int,
-) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int64]]:
-    """:func:`row_states` but the holds: a row's first reason besides its hold."""
+    every row's first reason (FREE: none; -1: padding; ``holds`` False: the first but
+    its hold), and per node the first time after ``now_ms`` when a state may change by
+    the clock alone."""
     present = rows >= 0
     safe = np.where(present, rows, 0)
     recovered = fleet.recovered_ms[safe]
@@ -105,7 +88,16 @@ def unheld_states(
     state = np.where(cordoned[:, None], np.int8(states.CORDONED), state)
     ends = np.where(present, ends, _NOT_DUE)
     due = ends.min(axis=1, initial=_NOT_DUE).astype(np.int64)
-    return np.where(present, state, np.int8(-1)), due
+    state = np.where(present, state, np.int8(-1))
+    return (with_holds(fleet, state, rows) if holds else state), due
+
+
+def with_holds(
+    fleet: FleetView, unheld: npt.NDArray[np.int8], rows: npt.NDArray[np.intp]
+) -> npt.NDArray[np.int8]:
+    """The states of :func:`row_states` without the holds, the held rows ALLOCATED."""
+    held = fleet.held[np.where(rows >= 0, rows, 0)] & (unheld >= 0)
+    return np.where(held, np.int8(states.ALLOCATED), unheld)
 
 
 def state_tally(
@@ -284,7 +276,8 @@ class NodeSummaries:
                 self._store(node, summary)
             self._unheld[at] = [state for summary in found for state in summary.unheld]
             return
-        unheld, self.due[nodes] = unheld_states(fleet, policy, rows, self.cordoned[nodes], now_ms)
+        cordoned = self.cordoned[nodes]
+        unheld, self.due[nodes] = row_states(fleet, policy, rows, cordoned, now_ms, holds=False)
         present = unheld >= 0
         self._unheld[at] = unheld[present]
         state = with_holds(fleet, unheld, rows)
