@@ -123,7 +123,8 @@ def advance_round(
     # NaN -> None for the whole round at once (an object array's tolist() gives Python
     # floats and None), not one isnan per component per published score.
     values = filtered[due]
-    shown = np.where((~counted[:, None] & _IS_LOAD) | np.isnan(values), None, values).tolist()
+    shown = values.astype(object)
+    shown[(~counted[:, None] & _IS_LOAD) | np.isnan(values)] = None
     uuids = lanes.uuids
     out.emitted = [
         (
@@ -142,7 +143,7 @@ def advance_round(
             lanes.labels(due),
             scores[due].tolist(),
             n[due].tolist(),
-            shown,
+            shown.tolist(),
             ts[due].astype(np.int64).tolist(),
             strict=True,
         )
