@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -102,26 +103,31 @@ class ScoringAgents:
         self.metrics.duplicates.inc(result.duplicates)
         self.metrics.scored.inc(len(result.accepted))
         self.announced_stale.difference_update(result.accepted)
-        for uuid, score, window in result.emitted:
-            await self.publish(uuid, window, score, out)
+        await self.publish_all(result.emitted, out)
         self.metrics.emitted.inc(len(result.emitted))
         partitions = {m.key: m.partition for m in messages}
         for node, row in result.rows.items():
             partition = self.partition_of[node] = partitions[node.encode()]
             await out.write(self.windows, partition, node, row, encode_node(row))
 
-    async def publish(
-        self, uuid: str, window: Labelled, result: ScoreResult, out: Deliveries
+    async def publish_all(
+        self, scores: Iterable[tuple[str, ScoreResult, Labelled]], out: Deliveries
     ) -> None:
-        """Publish a score record (the caller counts it in ``emitted``)."""
-        if not model_speed(window.model)[1] and window.model not in self.unknown_models:
-            self.unknown_models.add(window.model)
-            log.warning("unknown GPU model %r: assuming the default speed", window.model)
-        topic, key = self.scores.get_topic_name(), uuid.encode()
-        partition = self.score_partition.get(key)
-        if partition is None:  # the producer's partitioner, once per GPU
-            partition = self.score_partition[key] = await out.partition_of(topic, key)
-        await out.publish(topic, partition, key, score_json(uuid, window, result), result.ts_ms)
+        """Publish score records, in order, in one pass (the caller counts them in
+        ``emitted``): the awaits are the first score of a GPU (its partition) and a
+        full batch, not one per record."""
+        topic = self.scores.get_topic_name()
+        records: list[tuple[int, bytes, bytes, int]] = []
+        for uuid, result, window in scores:
+            if not model_speed(window.model)[1] and window.model not in self.unknown_models:
+                self.unknown_models.add(window.model)
+                log.warning("unknown GPU model %r: assuming the default speed", window.model)
+            key = uuid.encode()
+            partition = self.score_partition.get(key)
+            if partition is None:  # the producer's partitioner, once per GPU
+                partition = self.score_partition[key] = await out.partition_of(topic, key)
+            records.append((partition, key, score_json(uuid, window, result), result.ts_ms))
+        await out.publish_all(topic, records)
 
     async def on_placement(self, message: Message, out: Deliveries) -> None:
         """Re-key a placement event by node, once per node it touches."""
@@ -163,7 +169,7 @@ class ScoringAgents:
                 window = state.window(slot)
                 since = load_since_ms(allocations_of(node_allocations, uuid), at_ms)
                 result = score_window(window, at_ms, since, self.config)
-                await self.publish(uuid, window, result, out)
+                await self.publish_all([(uuid, result, window)], out)
                 self.metrics.emitted.inc()
                 self.announced_stale.add(uuid)
                 self.metrics.stale_flips.inc()

@@ -16,7 +16,7 @@ one are ignored, placement events are idempotent).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from typing import Any
 
 from faust import Table
@@ -69,22 +69,25 @@ class Deliveries:
             await self._producer.send(topic, key, value, partition, timestamp, None)
         )
 
-    async def publish(
-        self, topic: str, partition: int, key: bytes, value: bytes, timestamp_ms: int
+    async def publish_all(
+        self, topic: str, records: Iterable[tuple[int, bytes, bytes, int]]
     ) -> None:
-        """Send a record to ``partition`` in that partition's batch: a few microseconds
-        per record, where :meth:`send` (Faust's producer, then aiokafka's ``send``:
-        metadata wait, partitioner, accumulator) took about a hundred. The batch goes
-        out when it is full, and at the latest in :meth:`settle`."""
-        batch = self._batches.get((topic, partition))
-        if batch is not None and batch.append(timestamp=timestamp_ms, key=key, value=value):
-            return
-        if batch is not None:
-            await self._submit(topic, partition)
-        # Faust wraps aiokafka's producer without its batch interface.
-        batch = self._batches[topic, partition] = _kafka(self._producer).create_batch()
-        if batch.append(timestamp=timestamp_ms, key=key, value=value) is None:
-            raise ValueError(f"a record of {len(value)} bytes does not fit a batch")
+        """Send ``(partition, key, value, timestamp_ms)`` records, each into its
+        partition's batch: a few microseconds per record, where :meth:`send` (Faust's
+        producer, then aiokafka's ``send``: metadata wait, partitioner, accumulator) took
+        about a hundred. A batch goes out when it is full, and at the latest in
+        :meth:`settle`; only then is there something to await."""
+        batches = self._batches
+        for partition, key, value, timestamp_ms in records:
+            batch = batches.get((topic, partition))
+            if batch is not None and batch.append(timestamp=timestamp_ms, key=key, value=value):
+                continue
+            if batch is not None:
+                await self._submit(topic, partition)
+            # Faust wraps aiokafka's producer without its batch interface.
+            batch = batches[topic, partition] = _kafka(self._producer).create_batch()
+            if batch.append(timestamp=timestamp_ms, key=key, value=value) is None:
+                raise ValueError(f"a record of {len(value)} bytes does not fit a batch")
 
     async def partition_of(self, topic: str, key: bytes) -> int:
         """The partition the producer's partitioner gives ``key`` (as :meth:`send` would

@@ -14,7 +14,6 @@ with the reference's own functions; the parity test holds both equal to the refe
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
@@ -121,20 +120,34 @@ def advance_round(
     due = np.flatnonzero(emit).tolist()
     counted = ts[due] >= since[due]
     # reference.reported_components: the filtered components, load ones None when masked.
-    shown = np.where(counted[:, None] | ~_IS_LOAD, filtered[due], np.nan).tolist()
-    for j, labels, score, count, values in zip(
-        due, lanes.labels(due), scores[due].tolist(), n[due].tolist(), shown, strict=True
-    ):
-        result = ScoreResult(
-            score=score,
-            components={
-                c: None if math.isnan(v) else v for c, v in zip(COMPONENTS, values, strict=True)
-            },
-            samples_in_window=count,
-            stale=False,  # scored at its own sample's time
-            ts_ms=int(ts[j]),
+    # NaN -> None for the whole round at once (an object array's tolist() gives Python
+    # floats and None), not one isnan per component per published score.
+    values = filtered[due]
+    shown = values.astype(object)
+    shown[(~counted[:, None] & _IS_LOAD) | np.isnan(values)] = None
+    uuids = lanes.uuids
+    out.emitted = [
+        (
+            uuids[j],
+            ScoreResult(
+                score=score,
+                components=dict(zip(COMPONENTS, row, strict=True)),
+                samples_in_window=count,
+                stale=False,  # scored at its own sample's time
+                ts_ms=at_ms,
+            ),
+            labels,
         )
-        out.emitted.append((lanes.uuids[j], result, labels))
+        for j, labels, score, count, row, at_ms in zip(
+            due,
+            lanes.labels(due),
+            scores[due].tolist(),
+            n[due].tolist(),
+            shown.tolist(),
+            ts[due].astype(np.int64).tolist(),
+            strict=True,
+        )
+    ]
     return out
 
 
