@@ -15,8 +15,6 @@ the schema, never wider; what it refuses goes through
   ``$`` also matches before a final newline: the node pattern ends in ``\\Z`` here;
 - a duplicate key: the last one counts in both, but msgspec also refuses an invalid
   value that a later one replaces;
-- ``schema_`` for ``schema``: the model takes its field's own name too, the schema
-  (and msgspec) do not;
 - JSON itself (lone surrogates, control characters, NaN, a BOM, trailing content) is
   read as pydantic-core reads it, and the two rules beyond the schema are checked after
   the struct is built.
