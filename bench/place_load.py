@@ -1,6 +1,7 @@
 """The placement benchmark's load: clients that each place a job and release it, in a
-loop, until a shared deadline. Run as a module it is the load generator of the real-HTTP
-benchmark, in a process of its own:
+loop, until a shared deadline: through httpx's ASGI transport in-process, or, run as a
+module, as the load generator of the real-HTTP benchmark in a process of its own, each
+loop on a keep-alive connection of its own (bench/http_client.py):
 
     python -m bench.place_load --urls http://127.0.0.1:28500 --clients 16 --seconds 10
 """
@@ -14,9 +15,14 @@ import json
 import sys
 import time
 import uuid
+from collections.abc import Sequence
+from typing import Protocol
 
 import httpx
 import numpy as np
+import orjson
+
+from bench.http_client import Connection
 
 # httpx's ASGI transport tries `import sniffio` on every request (to detect trio); it is
 # not installed, so each try walks sys.path. Both the trivial endpoint and the scheduler
@@ -28,8 +34,41 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q)) * 1000 if values else float("nan")
 
 
+class Client(Protocol):
+    """What a load loop calls: the in-process ASGI app through httpx, or a socket."""
+
+    async def place(self, body: dict[str, object]) -> str | None:
+        """The new placement's id; None when it was not placed (not 201)."""
+
+    async def release(self, placement_id: str) -> None: ...
+
+
+class AsgiClient:
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self.client = client
+
+    async def place(self, body: dict[str, object]) -> str | None:
+        answer = await self.client.post("/v1/placements", json=body)
+        return str(answer.json()["id"]) if answer.status_code == 201 else None
+
+    async def release(self, placement_id: str) -> None:
+        await self.client.delete(f"/v1/placements/{placement_id}")
+
+
+class SocketClient:
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+
+    async def place(self, body: dict[str, object]) -> str | None:
+        status, answer = await self.connection.request("POST", "/v1/placements", orjson.dumps(body))
+        return str(orjson.loads(answer)["id"]) if status == 201 else None
+
+    async def release(self, placement_id: str) -> None:
+        await self.connection.request("DELETE", f"/v1/placements/{placement_id}")
+
+
 async def place_and_release(
-    client: httpx.AsyncClient, deadline: float, worker: str
+    client: Client, deadline: float, worker: str
 ) -> tuple[int, list[float]]:
     """Until ``deadline`` (perf_counter), shared by all clients: an ASGI app that never
     awaits would otherwise run each client's whole loop before the next one's starts."""
@@ -37,18 +76,18 @@ async def place_and_release(
     for n in itertools.count():
         if time.perf_counter() >= deadline:
             break
-        body = {"job_id": f"{worker}-{n}", "gpus_per_node": 1 + n % 4}
+        body: dict[str, object] = {"job_id": f"{worker}-{n}", "gpus_per_node": 1 + n % 4}
         started = time.perf_counter()
-        answer = await client.post("/v1/placements", json=body)
+        placement_id = await client.place(body)
         latencies.append(time.perf_counter() - started)
-        if answer.status_code == 201:
+        if placement_id is not None:
             placed += 1
-            await client.delete(f"/v1/placements/{answer.json()['id']}")
+            await client.release(placement_id)
         await asyncio.sleep(0)  # let the other clients in, as a socket would
     return placed, latencies
 
 
-async def load(clients: list[httpx.AsyncClient], count: int, seconds: float) -> dict[str, float]:
+async def load(clients: Sequence[Client], count: int, seconds: float) -> dict[str, float]:
     """``count`` concurrent loops over ``clients`` (round robin) for ``seconds``:
     place + release pairs/s and POST p50/p99 (ms)."""
     run = uuid.uuid4().hex[:6]
@@ -75,13 +114,16 @@ async def _main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=10.0)
     args = parser.parse_args()
-    limits = httpx.Limits(max_connections=args.clients, max_keepalive_connections=args.clients)
-    clients = [httpx.AsyncClient(base_url=u, limits=limits) for u in args.urls.split(",")]
+    urls = args.urls.split(",")
+    connections = [await Connection.open(urls[w % len(urls)]) for w in range(args.clients)]
     try:
-        print(json.dumps(await load(clients, args.clients, args.seconds)))
+        cpu_started = time.process_time()
+        result = await load([SocketClient(c) for c in connections], args.clients, args.seconds)
+        cpu_ms = 1000 * (time.process_time() - cpu_started)
+        print(json.dumps(result | {"loader_cpu_ms_per_pair": cpu_ms / max(result["placed"], 1)}))
     finally:
-        for client in clients:
-            await client.aclose()
+        for connection in connections:
+            await connection.close()
 
 
 if __name__ == "__main__":

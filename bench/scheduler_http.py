@@ -7,16 +7,18 @@ every placement a client was answered with exists, released, and no GPU was live
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
 import httpx
 
-__all__ = ["run_replicas"]
+__all__ = ["run_replicas", "trivial_http"]
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -48,6 +50,65 @@ async def _conflicts(url: str) -> float:
     return sum(float(line.split()[-1]) for line in lines)
 
 
+@contextlib.asynccontextmanager
+async def _serving(
+    modules: list[tuple[str, int]], env: dict[str, str]
+) -> AsyncIterator[list[asyncio.subprocess.Process]]:
+    """``python -m MODULE`` for each (module, port), until every one answers /readyz."""
+    servers = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            module,
+            "--port",
+            str(port),
+            env=env,
+            stdout=asyncio.subprocess.DEVNULL,
+        )
+        for module, port in modules
+    ]
+    try:
+        await asyncio.gather(*(_ready(f"http://127.0.0.1:{port}") for _, port in modules))
+        yield servers
+    finally:
+        for server in servers:
+            if server.returncode is None:
+                server.terminate()
+        for server in servers:
+            await server.wait()
+
+
+async def _load(
+    urls: list[str], servers: list[asyncio.subprocess.Process], clients: int, seconds: float
+) -> dict[str, float]:
+    """``bench.place_load`` in a process of its own; its figures, with the servers' CPU
+    per pair over the same span (the loader reports its own)."""
+    before = [cpu_s(s.pid) for s in servers]
+    loader = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.place_load",
+        "--urls",
+        ",".join(urls),
+        "--clients",
+        str(clients),
+        "--seconds",
+        str(seconds),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await loader.communicate()
+    result: dict[str, float] = json.loads(out)
+    server_cpu = sum(cpu_s(s.pid) - b for s, b in zip(servers, before, strict=True))
+    return result | {"server_cpu_ms_per_pair": 1000 * server_cpu / max(result["placed"], 1)}
+
+
+async def trivial_http(*, clients: int, seconds: float, port: int) -> dict[str, float]:
+    """The harness's ceiling over real HTTP: ``bench.trivial_app`` served as the
+    scheduler is, the same loader."""
+    async with _serving([("bench.trivial_app", port)], dict(os.environ)) as servers:
+        return await _load([f"http://127.0.0.1:{port}"], servers, clients, seconds)
+
+
 async def run_replicas(
     *, replicas: int, bootstrap: str, dsn: str, clients: int, seconds: float, first_port: int
 ) -> dict[str, float]:
@@ -60,42 +121,11 @@ async def run_replicas(
         "FAIRLANE_DB_POOL_MAX": str(clients + 4),
         "FAIRLANE_LOG_LEVEL": "error",
     }
-    urls = [f"http://127.0.0.1:{first_port + i}" for i in range(replicas)]
-    servers = [
-        await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "fairlane_scheduler",
-            env={**env, "FAIRLANE_PORT": str(first_port + i)},
-            stdout=asyncio.subprocess.DEVNULL,
-        )
-        for i in range(replicas)
-    ]
-    try:
-        await asyncio.gather(*(_ready(u) for u in urls))
-        before = [cpu_s(s.pid) for s in servers]
-        loader = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "bench.place_load",
-            "--urls",
-            ",".join(urls),
-            "--clients",
-            str(clients),
-            "--seconds",
-            str(seconds),
-            stdout=asyncio.subprocess.PIPE,
-        )
-        out, _ = await loader.communicate()
-        result: dict[str, float] = json.loads(out)
-        server_cpu = sum(cpu_s(s.pid) - b for s, b in zip(servers, before, strict=True))
+    ports = [first_port + i for i in range(replicas)]
+    urls = [f"http://127.0.0.1:{port}" for port in ports]
+    async with _serving([("fairlane_scheduler", port) for port in ports], env) as servers:
+        result = await _load(urls, servers, clients, seconds)
         conflicts = sum([await _conflicts(u) for u in urls])
-    finally:
-        for server in servers:
-            if server.returncode is None:
-                server.terminate()
-        for server in servers:
-            await server.wait()
     conn = await asyncpg.connect(dsn)
     try:
         released = await conn.fetchval("SELECT count(*) FROM placements WHERE state = 'released'")
@@ -104,7 +134,6 @@ async def run_replicas(
         await conn.close()
     placed = result["placed"]
     return result | {
-        "server_cpu_ms_per_pair": 1000 * server_cpu / max(placed, 1),
         "conflicts": conflicts,
         "lost": placed - released,  # answered 201 and released, yet not stored as released
         "live_left": live,

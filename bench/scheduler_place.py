@@ -31,10 +31,10 @@ import asyncpg
 import httpx
 import numpy as np
 from aiokafka import AIOKafkaProducer
-from fastapi import FastAPI
 
-from bench.place_load import load, percentile
-from bench.scheduler_http import run_replicas
+from bench.place_load import AsgiClient, load, percentile
+from bench.scheduler_http import run_replicas, trivial_http
+from bench.trivial_app import trivial_app
 from fairlane_events.codec import encode
 from fairlane_events.records import GpuScore
 from fairlane_events.topics import GPU_SCORES
@@ -180,28 +180,13 @@ async def publish_fleet(bootstrap: str, prefix: str, gpus: int) -> None:
         await producer.stop()
 
 
-def trivial_app() -> FastAPI:
-    """The harness's own ceiling: endpoints that do nothing but answer like the scheduler."""
-    app = FastAPI()
-
-    @app.post("/v1/placements", status_code=201)
-    async def place(body: dict[str, object]) -> dict[str, str]:
-        return {"id": uuid.uuid4().hex}
-
-    @app.delete("/v1/placements/{placement_id}")
-    async def release(placement_id: str) -> dict[str, str]:
-        return {"id": placement_id}
-
-    return app
-
-
 async def trivial_ceiling(args: argparse.Namespace) -> dict[str, float]:
     """Place + release pairs/s against :func:`trivial_app`: same transport, same clients."""
     app = trivial_app()
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
         cpu_started = time.process_time()
-        result = await load([client], args.clients, args.seconds)
+        result = await load([AsgiClient(client)], args.clients, args.seconds)
     cpu_ms = 1000 * (time.process_time() - cpu_started)
     return result | {"cpu_ms_per_pair": cpu_ms / max(result["placed"], 1)}
 
@@ -239,7 +224,7 @@ async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
         if profile is not None:
             profile.enable()
         with GcClock() as collector:
-            result |= await load([client], args.clients, args.seconds)
+            result |= await load([AsgiClient(client)], args.clients, args.seconds)
         if profile is not None:
             profile.disable()
             profile.dump_stats(f"{args.profile}.{gpus}")
@@ -257,7 +242,7 @@ async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
         pg_ended = await postgres_cpu_s(dsn)
         if pg_started is not None and pg_ended is not None:
             result["pg_cpu_ms_per_pair"] = 1000 * (pg_ended - pg_started) / max(result["placed"], 1)
-        one = await load([client], 1, min(args.seconds, 3.0))
+        one = await load([AsgiClient(client)], 1, min(args.seconds, 3.0))
         result |= {"one_p50_ms": one["p50_ms"], "one_p99_ms": one["p99_ms"]}
         if args.extender_calls and gpus >= args.extender_nodes * GPUS_PER_NODE:
             names = sorted({g.node for g in fleet.records.values() if g.node.startswith(prefix)})
@@ -327,7 +312,17 @@ async def main() -> None:
     if args.http_gpus:
         await publish_fleet(args.bootstrap, f"h{uuid.uuid4().hex[:6]}", args.http_gpus)
         for replicas in (1, 3):
-            ceiling = await trivial_ceiling(args)
+            ceiling = await trivial_http(
+                clients=args.clients, seconds=args.seconds, port=args.http_port
+            )
+            print(
+                f"real HTTP, trivial endpoint (uvicorn, its own process), {args.clients} "
+                f"clients in another process: {ceiling['placements_per_s']:,.0f} pairs/s, "
+                f"POST p50 {ceiling['p50_ms']:.1f} ms p99 {ceiling['p99_ms']:.1f} ms, "
+                f"server CPU {ceiling['server_cpu_ms_per_pair']:.2f} ms per pair, "
+                f"loader {ceiling['loader_cpu_ms_per_pair']:.2f}",
+                flush=True,
+            )
             r = await run_replicas(
                 replicas=replicas,
                 bootstrap=args.bootstrap,
@@ -339,10 +334,11 @@ async def main() -> None:
             print(
                 f"real HTTP, {replicas} replica(s), {args.clients} clients in another process: "
                 f"{r['placements_per_s']:.1f} placements/s "
-                f"({r['placements_per_s'] / ceiling['placements_per_s']:.2f} x trivial in-process, "
+                f"({r['placements_per_s'] / ceiling['placements_per_s']:.2f} x trivial over HTTP, "
                 f"{r['placements_per_s'] / commit_tps:.3f} x pgbench), "
                 f"POST p50 {r['p50_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms, "
                 f"scheduler CPU {r['server_cpu_ms_per_pair']:.2f} ms per pair, "
+                f"loader {r['loader_cpu_ms_per_pair']:.2f}, "
                 f"conflicts retried {r['conflicts']:.0f}, lost {r['lost']:.0f}, "
                 f"live left {r['live_left']}",
                 flush=True,
