@@ -17,7 +17,7 @@ from fairlane_scheduler.adapters.migrations import (
 )
 from fairlane_scheduler.adapters.outbox import OutboxRelay
 from fairlane_scheduler.adapters.pg_pool import connect_pool, keeps_session_state
-from fairlane_scheduler.adapters.store import PostgresStore
+from fairlane_scheduler.adapters.store import _PLACE_MANY, PostgresStore, _place_columns
 from fairlane_scheduler.api.deps import SchedulerMetrics
 from fairlane_scheduler.core.ledger import Holding
 from fairlane_scheduler.core.master_port import PortRange
@@ -38,7 +38,9 @@ async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
     await pool.close()
 
 
-def placement(pid: str, job: str, gpus: list[str], port: int = 29500) -> Placement:
+def placement(
+    pid: str, job: str, gpus: list[str], port: int = 29500, node: str = "n1"
+) -> Placement:
     return Placement(
         id=pid,
         job_id=job,
@@ -47,11 +49,11 @@ def placement(pid: str, job: str, gpus: list[str], port: int = 29500) -> Placeme
         created_at_ms=1,
         nodes=(
             NodeAssignment(
-                node="n1",
+                node=node,
                 node_rank=0,
                 gpus=[GpuSlot(uuid=g, index=i) for i, g in enumerate(gpus)],
                 cuda_visible_devices=",".join(str(i) for i in range(len(gpus))),
-                master_addr="n1",
+                master_addr=node,
                 master_port=port,
                 world_size=len(gpus),
             ),
@@ -261,7 +263,7 @@ async def test_a_batch_without_a_conflict_writes_each_placement_its_own_rows(
         )
         events = await conn.fetch(
             "SELECT placement_id::text AS p, payload->>'event' AS e,"
-            " payload->'nodes'->0->>'master_port' AS port FROM outbox ORDER BY id"
+            " payload->'nodes'->0->>'master_port' AS port FROM outbox ORDER BY p, id"
         )
     assert [(r["p"], r["gpu_uuid"], r["gpu_index"]) for r in held] == [
         (P1, "g1", 0),
@@ -279,6 +281,51 @@ async def test_a_batch_without_a_conflict_writes_each_placement_its_own_rows(
     assert got is not None
     assert got.state == "pending"
     assert await store.get(p5) is None
+
+
+async def test_two_replicas_batches_in_opposite_node_orders_do_not_deadlock(
+    pool: asyncpg.Pool, database_url: str
+) -> None:
+    """Replica A's batch has written n1's placement and goes on to n2's; replica B's
+    batch lists n2's placement before n1's. Taken in the batch's order, B would hold n2
+    while waiting for n1, and A's n2 would close a cycle that Postgres breaks only after
+    deadlock_timeout, failing one side (0012: rows are taken in node order)."""
+    store = PostgresStore(pool)
+    a1, a2, b1, b2 = (f"00000000-0000-0000-0000-0000000000a{i}" for i in range(4))
+    replica_a = await asyncpg.connect(database_url)
+    try:
+        async with replica_a.transaction():
+            await replica_a.fetch(
+                _PLACE_MANY, *_place_columns([(placement(a1, "a1", ["n1-g0"]), REQUEST)], PORTS)
+            )
+            replica_b = asyncio.create_task(
+                store.create_many(
+                    [
+                        (placement(b2, "b2", ["n2-g0"], node="n2"), REQUEST),
+                        (placement(b1, "b1", ["n1-g0"]), REQUEST),
+                    ],
+                    PORTS,
+                )
+            )
+            await _until_one_waits_for_a_lock(replica_a)
+            a_on_n2 = [(placement(a2, "a2", ["n2-g0"], node="n2"), REQUEST)]
+            await replica_a.fetch(_PLACE_MANY, *_place_columns(a_on_n2, PORTS))
+        assert await replica_b == [None, None]  # both GPUs lost to A, no deadlock
+    finally:
+        await replica_a.close()
+    assert await live_gpus(store) == {"n1-g0", "n2-g0"}
+
+
+async def _until_one_waits_for_a_lock(conn: asyncpg.Connection) -> None:
+    for _ in range(200):
+        waiting = await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        )
+        if waiting:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("replica B's batch never waited for replica A's rows")
 
 
 async def test_a_batch_of_endings_answers_each_as_one_ending_would(pool: asyncpg.Pool) -> None:
