@@ -1,8 +1,11 @@
 """The placement benchmark over real HTTP: scheduler replicas as processes of their own
 (``python -m fairlane_scheduler``, uvicorn), one Postgres, the load from another process
-(``bench.place_load``). Reports the aggregate rate, POST p50/p99, the CPU each process
-used per placement, the conflicts the replicas retried, and checks that none was lost:
-every placement a client was answered with exists, released, and no GPU was live twice."""
+(``bench.place_load``). :func:`run_replicas` reports the aggregate rate, POST p50/p99, the
+CPU the servers and the loader used per placement, the conflicts the replicas retried and
+the deadlocks Postgres broke between their writes, and checks that none was lost: every
+placement a client was answered with exists, released, and no GPU was live twice.
+:func:`trivial_http` is its ceiling: ``bench.trivial_app`` served the same way, the same
+loader."""
 
 from __future__ import annotations
 
@@ -130,6 +133,10 @@ async def run_replicas(
     try:
         released = await conn.fetchval("SELECT count(*) FROM placements WHERE state = 'released'")
         live = await conn.fetchval("SELECT count(*) FROM allocations WHERE live")
+        # The replicas' backends have exited, so their statistics are flushed.
+        deadlocks = await conn.fetchval(
+            "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
+        )
     finally:
         await conn.close()
     placed = result["placed"]
@@ -137,4 +144,5 @@ async def run_replicas(
         "conflicts": conflicts,
         "lost": placed - released,  # answered 201 and released, yet not stored as released
         "live_left": live,
+        "deadlocks": deadlocks,
     }

@@ -7,7 +7,8 @@
 3. Scheduler RSS with the largest fleet loaded.
 
 The scheduler runs in this process (its real lifespan: scores follower, pool, relay,
-housekeeping) behind httpx's ASGI transport, so HTTP parsing is in and sockets are out.
+housekeeping) behind httpx's ASGI transport, so HTTP parsing is in and sockets are out,
+on uvloop as the scheduler serves. The real-HTTP part then runs it as its own processes.
 Run it against a broker and a durable Postgres of its own (see docs/benchmarks.md).
 """
 
@@ -30,6 +31,7 @@ from urllib.parse import urlparse
 import asyncpg
 import httpx
 import numpy as np
+import uvloop
 from aiokafka import AIOKafkaProducer
 
 from bench.place_load import AsgiClient, load, percentile
@@ -340,10 +342,12 @@ async def main() -> None:
                 f"scheduler CPU {r['server_cpu_ms_per_pair']:.2f} ms per pair, "
                 f"loader {r['loader_cpu_ms_per_pair']:.2f}, "
                 f"conflicts retried {r['conflicts']:.0f}, lost {r['lost']:.0f}, "
-                f"live left {r['live_left']}",
+                f"live left {r['live_left']}, deadlocks {r['deadlocks']}",
                 flush=True,
             )
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    # The loop the scheduler serves on (fairlane_scheduler.__main__); the trivial
+    # endpoint runs on it too, so the ratio compares like with like.
+    uvloop.run(main())
