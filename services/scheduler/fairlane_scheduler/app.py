@@ -179,6 +179,7 @@ def placement_policy(settings: SchedulerSettings) -> PlacementPolicy:
         stale=settings.stale_policy,
         below_threshold=settings.below_threshold,
         capacity_resolution=settings.capacity_resolution,
+        share=settings.replica_share(),
     )
 
 

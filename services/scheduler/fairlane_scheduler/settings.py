@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import socket
 from typing import Literal
 
 from pydantic import AliasChoices, DirectoryPath, Field, FilePath, SecretStr, model_validator
@@ -9,6 +11,7 @@ from pydantic import AliasChoices, DirectoryPath, Field, FilePath, SecretStr, mo
 from fairlane_runtime.settings import ServiceSettings
 from fairlane_scheduler.adapters.pg_tls import SslMode
 from fairlane_scheduler.core.decision import SUMMARIES_FROM_NODES
+from fairlane_scheduler.core.replica_share import ReplicaShare
 from fairlane_scheduler.group_commit import BATCH_MAX
 
 __all__ = ["SchedulerSettings"]
@@ -65,6 +68,18 @@ class SchedulerSettings(ServiceSettings):
         ge=0,
         le=1,
         description="fastest: gangs whose slowest capacities differ by less are ties (0: exact)",
+    )
+    replicas: int = Field(
+        1,
+        ge=1,
+        description="scheduler replicas on this database: each prefers its own share of the "
+        "nodes among equally good ones, so that they seldom take the same GPUs",
+    )
+    replica_index: int | None = Field(
+        None,
+        ge=0,
+        description="this replica's index, 0 to replicas - 1 (default: with several replicas, "
+        "the host name's trailing StatefulSet ordinal, as in fairlane-scheduler-2, else 0)",
     )
     summaries_from_nodes: int = Field(
         SUMMARIES_FROM_NODES,
@@ -134,6 +149,24 @@ class SchedulerSettings(ServiceSettings):
             raise ValueError("extender_port must differ from port (or be left unset)")
         return self
 
+    def replica_share(self) -> ReplicaShare:
+        """This replica's share of the nodes (core/replica_share.py)."""
+        index = self.replica_index
+        if index is None:
+            index = _ordinal(socket.gethostname()) if self.replicas > 1 else 0
+        return ReplicaShare(self.replicas, index)
+
+    @model_validator(mode="after")
+    def _replica_in_range(self) -> SchedulerSettings:
+        try:
+            self.replica_share()
+        except ValueError as exc:
+            given = "" if self.replica_index is not None else f" (host {socket.gethostname()})"
+            raise ValueError(
+                f"{exc}{given}: set FAIRLANE_REPLICA_INDEX below FAIRLANE_REPLICAS"
+            ) from None
+        return self
+
     @model_validator(mode="after")
     def _kube_configured(self) -> SchedulerSettings:
         if self.kube_device_taints and self.kube_api_url is None:
@@ -162,3 +195,9 @@ class SchedulerSettings(ServiceSettings):
                 "or FAIRLANE_AUTH_DISABLED=true to serve without authentication"
             )
         return self
+
+
+def _ordinal(hostname: str) -> int:
+    """A StatefulSet pod's ordinal, the number its name ends in after a dash; else 0."""
+    found = re.fullmatch(r".*-(\d+)", hostname)
+    return int(found[1]) if found else 0

@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from fairlane_events.gpu_models import find_model
 from fairlane_events.records import GpuScore
+from fairlane_scheduler.core.replica_share import ReplicaShare
 from fairlane_scheduler.core.score_records import ScoreRecords
 
 __all__ = ["NEVER", "TOUCH_LOG", "FleetView", "ScorePoint", "StabilityPolicy"]
@@ -73,6 +74,7 @@ class FleetView:
         self._changed: set[str] = set()  # GPUs whose record was taken since the last drain
         self._by_node: npt.NDArray[np.intp] | None = None  # rows by node, best score first
         self._name_rank: npt.NDArray[np.intp] | None = None  # node id -> rank of its name
+        self._others: tuple[ReplicaShare, npt.NDArray[np.float64]] | None = None
         #: Per node id, the :attr:`changes` count when a record or a hold last touched
         #: one of its GPUs: per-node summaries (core/node_summary.py) recompute only the
         #: nodes that changed since they last looked, never the whole fleet.
@@ -150,6 +152,17 @@ class FleetView:
         if self._name_rank is None or len(self._name_rank) != len(self.nodes):
             self._name_rank = np.argsort(np.argsort(np.array(self.nodes)))
         return self._name_rank
+
+    def others_share(self, share: ReplicaShare) -> npt.NDArray[np.float64]:
+        """node id -> 1.0 where the node is another replica's share (ReplicaShare.others),
+        hashed again only when nodes appear."""
+        if (
+            self._others is None
+            or self._others[0] != share
+            or len(self._others[1]) != len(self.nodes)
+        ):
+            self._others = (share, share.others(self.nodes))
+        return self._others[1]
 
     def cordoned_rows(self) -> npt.NDArray[np.bool_]:
         ids = [i for name in self.cordoned if (i := self._node_id.get(name)) is not None]

@@ -40,8 +40,10 @@ from fairlane_scheduler.core.placement import (
     effective_capacity,
     packing_keys,
     rank_keys,
+    share_key,
 )
 from fairlane_scheduler.core.placement_summary import summary_candidates
+from fairlane_scheduler.core.replica_share import ReplicaShare
 
 __all__ = ["MAX_SHAPES", "NodeRankings"]
 
@@ -53,9 +55,11 @@ _Key = tuple[float | int, ...]  # rank_keys' values of one node, then its id
 class _Ranking:
     """The nodes that fit one shape, best first."""
 
-    def __init__(self, shape: JobShape, resolution: float, few_nodes: int) -> None:
+    def __init__(
+        self, shape: JobShape, resolution: float, share: ReplicaShare, few_nodes: int
+    ) -> None:
         self.shape = replace(shape, nodes=1)  # any gang reads the same ranking
-        self.resolution = resolution
+        self.resolution, self.share = resolution, share
         self._few_nodes = few_nodes  # re-ranked one at a time up to this many at once
         self._sorted: SortedList[_Key] = SortedList()
         self._key: dict[int, _Key] = {}  # node id -> its entry
@@ -94,7 +98,7 @@ class _Ranking:
                 self._rank_one(fleet, summaries, node)
             return
         candidates = summary_candidates(fleet, summaries, self.shape, nodes)
-        keys, min_cap = rank_keys(fleet, self.shape, self.resolution, candidates)
+        keys, min_cap = rank_keys(fleet, self.shape, self.resolution, candidates, share=self.share)
         if relayout:  # node ids and the GPUs a node may have change
             self._top = np.full((len(fleet.nodes), candidates.top.shape[1]), -1, dtype=np.intp)
             self._min_cap = np.zeros(len(fleet.nodes))
@@ -124,6 +128,7 @@ class _Ranking:
             used=used,
             size=summaries.size[node].item(),
             name_rank=fleet.name_rank()[node].item(),
+            others=share_key(fleet, self.share, node),
         )
         entry = (*(float(key) for key in keys[:-1]), keys[-1], node)
         self._top[node], self._min_cap[node] = top, min_cap
@@ -154,20 +159,20 @@ class NodeRankings:
         """``choose(fleet, shape, policy, fleet.held_rows(), now_ms)``, read from the
         ranking of ``shape``."""
         self.summaries.refresh(fleet, policy, now_ms)
-        ranking = self._ranking(shape, policy.capacity_resolution)
+        ranking = self._ranking(shape, policy.capacity_resolution, policy.share)
         ranking.catch_up(fleet, self.summaries)
         best = ranking.head(fleet, shape.nodes)
         if best is None:
             return choose(fleet, shape, policy, fleet.held_rows(), now_ms)
         return best
 
-    def _ranking(self, shape: JobShape, resolution: float) -> _Ranking:
+    def _ranking(self, shape: JobShape, resolution: float, share: ReplicaShare) -> _Ranking:
         speeds = None if shape.model_speeds is None else tuple(sorted(shape.model_speeds.items()))
         memory = shape.min_gpu_memory_gib
-        key = (shape.gpus_per_node, shape.policy, shape.models, memory, speeds, resolution)
+        key = (shape.gpus_per_node, shape.policy, shape.models, memory, speeds, resolution, share)
         ranking = self._rankings.get(key)
         if ranking is None:
-            ranking = self._rankings[key] = _Ranking(shape, resolution, self._few_nodes)
+            ranking = self._rankings[key] = _Ranking(shape, resolution, share, self._few_nodes)
             if len(self._rankings) > self._max_shapes:
                 self._rankings.popitem(last=False)
         else:

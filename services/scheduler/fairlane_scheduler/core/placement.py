@@ -12,6 +12,8 @@ multi-node job is a gang, all nodes or none. Between nodes:
 - ``spread``: the least used nodes first.
 
 Ties fall to higher capacity, then to the node name, so decisions are deterministic.
+With several scheduler replicas each prefers its own share of the nodes among those the
+packing ranks equal (core/replica_share.py, :func:`packing_keys`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy.typing as npt
 
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.partial_sort import smallest_by
+from fairlane_scheduler.core.replica_share import ALONE, ReplicaShare
 
 __all__ = [
     "NOT_ENOUGH_ON_NODE",
@@ -46,6 +49,7 @@ __all__ = [
     "rank_nodes",
     "rejection_masks",
     "rejections",
+    "share_key",
 ]
 
 #: How a job is packed between nodes (the request's ``policy`` field). Not to be mixed up
@@ -91,6 +95,8 @@ class PlacementPolicy:
     #: and ranking by them scattered jobs and fragmented nodes (docs/evaluation.md).
     #: 0: rank by the exact value.
     capacity_resolution: float = 0.1
+    #: This scheduler replica's share of the nodes, preferred among equally good ones.
+    share: ReplicaShare = ALONE
 
 
 @dataclass(frozen=True)
@@ -208,11 +214,10 @@ def choose(
     """``allocated``: the GPUs live placements hold, by uuid or as fleet rows."""
     allocated_rows = allocated if isinstance(allocated, np.ndarray) else fleet.rows_of(allocated)
     masks = rejection_masks(fleet, shape, policy, allocated_rows, now_ms)
-    resolution = policy.capacity_resolution
-    result = _choose(fleet, shape, masks, allocated_rows, resolution)
+    result = _choose(fleet, shape, masks, allocated_rows, policy)
     if isinstance(result, NoPlacement) and policy.below_threshold == "best_available":
         lenient = [(r, m) for r, m in masks if r not in _HEALTH_REASONS]
-        fallback = _choose(fleet, shape, lenient, allocated_rows, resolution)
+        fallback = _choose(fleet, shape, lenient, allocated_rows, policy)
         if isinstance(fallback, Choice):
             return replace(fallback, fallback=True)
     return result
@@ -251,6 +256,8 @@ def rank_keys(
     shape: JobShape,
     resolution: float,
     candidates: NodeCandidates,
+    *,
+    share: ReplicaShare,
 ) -> tuple[list[npt.NDArray[np.float64] | npt.NDArray[np.intp]], npt.NDArray[np.float64]]:
     """The keys the packing ranks candidates by (the first the most significant, the
     smallest first; the last is the node name's rank, so no two candidates tie), and
@@ -265,8 +272,15 @@ def rank_keys(
         used=candidates.used,
         size=candidates.size,
         name_rank=name_rank,
+        others=share_key(fleet, share, candidates.node_ids),
     )
     return keys, min_cap
+
+
+def share_key(fleet: FleetView, share: ReplicaShare, nodes: Any) -> Any:
+    """:func:`packing_keys`' ``others`` of these node ids (an array of them, or one):
+    1.0 for another replica's share, 0.0 for this one's; None for a single replica."""
+    return None if share.alone else fleet.others_share(share)[nodes]
 
 
 def packing_keys(
@@ -278,17 +292,35 @@ def packing_keys(
     used: Any,
     size: Any,
     name_rank: Any,
+    others: Any = None,
 ) -> list[Any]:
     """:func:`rank_keys` from each candidate's slowest and total effective capacity, GPUs
-    used and size, and name's rank: arrays of candidates, or the numbers of one."""
+    used and size, name's rank and, with several replicas, whether it is another
+    replica's share (``others``, :func:`share_key`; None: one replica, no such key):
+    arrays of candidates, or the numbers of one.
+
+    Where the share key sits decides what it may override. ``fastest`` and ``spread``:
+    right after the packing's own first key (the capacity step; the used share), so a
+    replica never leaves the fastest step (the least used nodes) for its share, but
+    among those it packs (spreads over) its own nodes first; replicas meet once a
+    share has no node left in that step. ``binpack``: first, so each replica fills the
+    nodes of its share before it touches another's. After the fewest free GPUs it would
+    break few ties: every replica sees the same most-packed node and takes it, the
+    collision it is there to avoid. The price is up to one partly used node per replica
+    instead of one in all.
+    """
     free = (size - used) * 1.0
     if resolution > 0:
         # Capacities inside one resolution step are equal; equally fast gangs are packed.
         step = -np.floor(min_cap / resolution + 1e-9)
-        keys = {"fastest": (step, free), "binpack": (free, step), "spread": (used / size, step)}
-        return [*keys[policy], name_rank]
-    by = {"fastest": -min_cap, "binpack": free, "spread": used / size}
-    return [by[policy], -min_cap, -total_cap, name_rank]
+        by = {"fastest": [step, free], "binpack": [free, step], "spread": [used / size, step]}
+        keys = by[policy]
+    else:
+        first = {"fastest": -min_cap, "binpack": free, "spread": used / size}
+        keys = [first[policy], -min_cap, -total_cap]
+    if others is not None:
+        keys.insert(0 if policy == "binpack" else 1, others)
+    return [*keys, name_rank]
 
 
 def chosen(
@@ -309,11 +341,12 @@ def chosen(
 def rank_nodes(
     fleet: FleetView,
     shape: JobShape,
-    resolution: float,
+    policy: PlacementPolicy,
     candidates: NodeCandidates,
 ) -> Choice:
     """The gang of ``shape.nodes`` candidates the packing prefers (at least that many)."""
-    keys, min_cap = rank_keys(fleet, shape, resolution, candidates)
+    resolution = policy.capacity_resolution
+    keys, min_cap = rank_keys(fleet, shape, resolution, candidates, share=policy.share)
     order = smallest_by(keys, shape.nodes)
     return chosen(fleet, candidates.node_ids[order], candidates.top[order], min_cap[order])
 
@@ -323,7 +356,7 @@ def _choose(
     shape: JobShape,
     masks: list[tuple[str, npt.NDArray[np.bool_]]],
     allocated_rows: npt.NDArray[np.intp],
-    resolution: float,
+    policy: PlacementPolicy,
 ) -> Choice | NoPlacement:
     n, per_node = len(fleet), shape.gpus_per_node
     node_ids, top, short = best_per_node(fleet, qualifying(masks, n), per_node)
@@ -335,4 +368,4 @@ def _choose(
         return NoPlacement(dict(rejected), f"need {wanted}, found {len(node_ids)}")
     size = np.bincount(fleet.node[:n], minlength=len(fleet.nodes))[node_ids]
     used = np.bincount(fleet.node[allocated_rows], minlength=len(fleet.nodes))[node_ids]
-    return rank_nodes(fleet, shape, resolution, NodeCandidates(node_ids, top, used, size))
+    return rank_nodes(fleet, shape, policy, NodeCandidates(node_ids, top, used, size))
