@@ -3,8 +3,9 @@ core/placement_summary.py) equals the full scan's (core/placement.py ``choose`` 
 held GPUs), on random fleets and through random changes between decisions: score
 records, holds, cordons, GPUs that move or appear, and a clock that ends cooling
 windows, turns records stale and goes back; for single nodes and gangs, with and
-without model and memory constraints and the job's own model speeds, with rankings
-kept across decisions (and evicted: few shapes at once) and made afresh."""
+without model and memory constraints and the job's own model speeds, for one replica
+and for replicas' shares, with rankings kept across decisions (and evicted: few shapes
+at once) and made afresh."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
 from fairlane_scheduler.core.node_ranking import NodeRankings
 from fairlane_scheduler.core.partial_sort import smallest_by
 from fairlane_scheduler.core.placement import JobShape, PlacementPolicy, choose
+from fairlane_scheduler.core.replica_share import ALONE, ReplicaShare
 from tests.factories import GIB, gpu_score
 
 NOW = 1_700_000_000_000
@@ -29,6 +31,7 @@ policies = st.builds(
     stale=st.sampled_from(["exclude", "last_known"]),
     below_threshold=st.sampled_from(["fail", "best_available"]),
     capacity_resolution=st.sampled_from([0.0, 0.1, 0.5]),
+    share=st.sampled_from([ALONE, ALONE, ReplicaShare(2, 1), ReplicaShare(3, 0)]),
 )
 shapes = st.builds(
     JobShape,

@@ -47,7 +47,8 @@ class ReplicaShare:
         owner = np.fromiter(
             (zlib.crc32(name.encode()) % self.replicas for name in names), np.int64, len(names)
         )
-        return (owner != self.index).astype(np.float64)
+        others: npt.NDArray[np.float64] = (owner != self.index).astype(np.float64)
+        return others
 
 
 #: One replica: every node is its own (the default).
