@@ -55,9 +55,10 @@ async def _conflicts(url: str) -> float:
 
 @contextlib.asynccontextmanager
 async def _serving(
-    modules: list[tuple[str, int]], env: dict[str, str]
+    modules: list[tuple[str, int, dict[str, str]]],
 ) -> AsyncIterator[list[asyncio.subprocess.Process]]:
-    """``python -m MODULE`` for each (module, port), until every one answers /readyz."""
+    """``python -m MODULE`` for each (module, port, environment), until every one
+    answers /readyz."""
     servers = [
         await asyncio.create_subprocess_exec(
             sys.executable,
@@ -68,10 +69,10 @@ async def _serving(
             env=env,
             stdout=asyncio.subprocess.DEVNULL,
         )
-        for module, port in modules
+        for module, port, env in modules
     ]
     try:
-        await asyncio.gather(*(_ready(f"http://127.0.0.1:{port}") for _, port in modules))
+        await asyncio.gather(*(_ready(f"http://127.0.0.1:{port}") for _, port, _ in modules))
         yield servers
     finally:
         for server in servers:
@@ -108,13 +109,24 @@ async def _load(
 async def trivial_http(*, clients: int, seconds: float, port: int) -> dict[str, float]:
     """The harness's ceiling over real HTTP: ``bench.trivial_app`` served as the
     scheduler is, the same loader."""
-    async with _serving([("bench.trivial_app", port)], dict(os.environ)) as servers:
+    async with _serving([("bench.trivial_app", port, dict(os.environ))]) as servers:
         return await _load([f"http://127.0.0.1:{port}"], servers, clients, seconds)
 
 
 async def run_replicas(
-    *, replicas: int, bootstrap: str, dsn: str, clients: int, seconds: float, first_port: int
+    *,
+    replicas: int,
+    bootstrap: str,
+    dsn: str,
+    clients: int,
+    seconds: float,
+    first_port: int,
+    shares: bool = True,
 ) -> dict[str, float]:
+    """``replicas`` schedulers on one database under the load; each is told its index
+    and the count (FAIRLANE_REPLICA_INDEX, FAIRLANE_REPLICAS), so it prefers its own
+    share of the nodes; ``shares`` False: each ranks as if it were alone (as before
+    replica shares), for an A/B."""
     env = {
         **os.environ,
         "FAIRLANE_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
@@ -126,7 +138,13 @@ async def run_replicas(
     }
     ports = [first_port + i for i in range(replicas)]
     urls = [f"http://127.0.0.1:{port}" for port in ports]
-    async with _serving([("fairlane_scheduler", port) for port in ports], env) as servers:
+    count = replicas if shares else 1
+    replica_envs = [
+        env | {"FAIRLANE_REPLICAS": str(count), "FAIRLANE_REPLICA_INDEX": str(i % count)}
+        for i in range(replicas)
+    ]
+    modules = [("fairlane_scheduler", port, e) for port, e in zip(ports, replica_envs, strict=True)]
+    async with _serving(modules) as servers:
         result = await _load(urls, servers, clients, seconds)
         conflicts = sum([await _conflicts(u) for u in urls])
     conn = await asyncpg.connect(dsn)
