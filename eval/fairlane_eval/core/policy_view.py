@@ -47,7 +47,9 @@ class PolicyView:
             threshold=threshold,
             stale="last_known",
             below_threshold="best_available",
-            **({"capacity_resolution": 0.0} if spec.exact_ranking else {}),
+            capacity_resolution=0.0
+            if spec.exact_ranking
+            else PlacementPolicy().capacity_resolution,
         )
         self.keeper = ScoreKeeper(fleet, config.score, seed) if spec.view == "scores" else None
 
