@@ -17,6 +17,8 @@ from bench.scheduler_http import run_replicas
 from bench.scheduler_place import fresh_database, publish_fleet
 from fairlane_runtime.kafka import ensure_topics
 
+_FIGURES = ("placements_per_s", "p50_ms", "p99_ms", "conflicts", "lost", "live_left")
+
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
@@ -43,14 +45,9 @@ async def main() -> None:
                 first_port=args.port,
                 shares=shares,
             )
-            print(
-                f"pair {pair + 1}, {args.replicas} replicas "
-                f"{'with shares' if shares else 'alone (before)'}: "
-                f"{r['placements_per_s']:.1f} placements/s, POST p50 {r['p50_ms']:.1f} ms "
-                f"p99 {r['p99_ms']:.1f} ms, conflicts retried {r['conflicts']:.0f}, "
-                f"lost {r['lost']:.0f}, live left {r['live_left']}",
-                flush=True,
-            )
+            label = "with shares" if shares else "alone (before)"
+            figures = ", ".join(f"{name} {r[name]:.1f}" for name in _FIGURES)
+            print(f"pair {pair + 1}, {args.replicas} replicas {label}: {figures}", flush=True)
 
 
 if __name__ == "__main__":
