@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fairlane_scheduler.app import placement_policy
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
 from fairlane_scheduler.core.node_ranking import NodeRankings
 from fairlane_scheduler.core.placement import (
@@ -180,6 +181,7 @@ def test_the_replica_index_is_the_statefulset_ordinal_by_default(
     assert _settings(monkeypatch, "fairlane-scheduler-2").replica_share() == ALONE
     given = _settings(monkeypatch, "fairlane-scheduler-2", replicas=3, replica_index=1)
     assert given.replica_share() == ReplicaShare(3, 1)
+    assert placement_policy(given).share == ReplicaShare(3, 1)  # what the decisions use
 
 
 def test_the_replica_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
