@@ -6,6 +6,7 @@ so every decision sees the holds of the one before. Scores as bench/scheduler_pl
 draws them (uniform 0.5-1.0, so about 30 % of the GPUs are below the threshold).
 ``--release-batch 8`` frees the released GPUs 8 placements at a time, as the service's
 group commit does (bench/scheduler_place.py: several nodes change between two decisions).
+``--replicas 3`` decides as replica 0 of 3 does (its share of the nodes first).
 
     .venv/bin/python -m bench.scheduler_decision --sizes 1000,10000,100000
 """
@@ -16,6 +17,7 @@ import argparse
 import collections
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
@@ -23,6 +25,7 @@ from bench.scheduler_place import GPUS_PER_NODE, synthetic_score
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.node_ranking import NodeRankings
 from fairlane_scheduler.core.placement import Choice, JobShape, NoPlacement, PlacementPolicy, choose
+from fairlane_scheduler.core.replica_share import ReplicaShare
 
 NOW_MS = 1_700_000_000_000
 POLICY = PlacementPolicy(stale_after_s=3600)
@@ -72,9 +75,11 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--release-batch", type=int, default=1, help="placements freed at once")
+    parser.add_argument("--replicas", type=int, default=1, help="decide as replica 0 of these")
     args = parser.parse_args()
+    policy = replace(POLICY, share=ReplicaShare(args.replicas, 0))
     for gpus in (int(s) for s in args.sizes.split(",")):
-        scan, ranked = both_ways(fleet_of(gpus), args.calls, args.release_batch)
+        scan, ranked = both_ways(fleet_of(gpus), args.calls, args.release_batch, policy)
         nodes = -(-gpus // GPUS_PER_NODE)
         print(
             f"{gpus:>7,} GPUs ({nodes:,} nodes): full scan {scan:,.0f} us, "
@@ -82,15 +87,17 @@ def main() -> None:
         )
 
 
-def both_ways(fleet: FleetView, calls: int, release_batch: int = 1) -> tuple[float, float]:
+def both_ways(
+    fleet: FleetView, calls: int, release_batch: int = 1, policy: PlacementPolicy = POLICY
+) -> tuple[float, float]:
     """CPU per decision of the full scan, then of the ranked summaries, on ``fleet``."""
     rankings = NodeRankings()
 
     def scan(shape: JobShape, now_ms: int) -> Choice | NoPlacement:
-        return choose(fleet, shape, POLICY, fleet.held_rows(), now_ms)
+        return choose(fleet, shape, policy, fleet.held_rows(), now_ms)
 
     def ranked(shape: JobShape, now_ms: int) -> Choice | NoPlacement:
-        return rankings.choose(fleet, shape, POLICY, now_ms)
+        return rankings.choose(fleet, shape, policy, now_ms)
 
     return (
         cpu_per_decision_us(fleet, scan, calls, release_batch),
