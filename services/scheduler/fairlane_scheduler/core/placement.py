@@ -302,13 +302,13 @@ def packing_keys(
     Where the share key sits decides what it may override. ``fastest`` and ``spread``:
     right after the packing's own first key (the capacity step; the used share), so a
     replica never leaves the fastest step (the least used nodes) for its share, but
-    among those it packs (spreads over) its own nodes first; replicas meet once a
-    share has no node left in that step (with ``resolution`` 0 the step is the exact
-    capacity, which seldom ties, so ``fastest`` replicas still meet). ``binpack``: first, so each replica fills the
-    nodes of its share before it touches another's. After the fewest free GPUs it would
-    break few ties: every replica sees the same most-packed node and takes it, the
-    collision it is there to avoid. The price is up to one partly used node per replica
-    instead of one in all.
+    among those it packs (spreads over) its own nodes first; replicas meet once a share
+    has no node left in that step (with ``resolution`` 0 the step is the exact capacity,
+    which seldom ties, so ``fastest`` replicas still meet). ``binpack``: first, so each
+    replica fills the nodes of its share before it touches another's. After the fewest
+    free GPUs it would break few ties: every replica sees the same most-packed node and
+    takes it, the collision it is there to avoid. The price is up to one partly used
+    node per replica instead of one in all.
     """
     free = (size - used) * 1.0
     if resolution > 0:
