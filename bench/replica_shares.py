@@ -17,7 +17,7 @@ from bench.scheduler_http import run_replicas
 from bench.scheduler_place import fresh_database, publish_fleet
 from fairlane_runtime.kafka import ensure_topics
 
-_FIGURES = ("placements_per_s", "p50_ms", "p99_ms", "conflicts", "lost", "live_left")
+_FIGURES = ("placements_per_s", "p99_ms", "conflicts", "deadlocks", "lost", "live_left")
 
 
 async def main() -> None:
