@@ -284,7 +284,8 @@ def packing_keys(
     free = (size - used) * 1.0
     if resolution > 0:
         # Capacities inside one resolution step are equal; equally fast gangs are packed.
-        step = -np.floor(min_cap / resolution + 1e-9)
+        # A floor division, np.floor's value as a float on arrays and on Python floats.
+        step = -((min_cap / resolution + 1e-9) // 1.0)
         keys = {"fastest": (step, free), "binpack": (free, step), "spread": (used / size, step)}
         return [*keys[policy], name_rank]
     by = {"fastest": -min_cap, "binpack": free, "spread": used / size}
