@@ -19,6 +19,7 @@ counts every GPU by reason, and ``best_available`` retries below the threshold.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import replace
@@ -136,6 +137,7 @@ class _Ranking:
                 used=tallies[at][ALLOCATED],
                 size=size,
                 name_rank=name_rank,
+                floor=math.floor,
             )
             entry = (*keys, nodes[at])
             self._ranked[nodes[at]] = (entry, tuple(rows), min(capacity))

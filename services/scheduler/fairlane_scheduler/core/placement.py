@@ -17,7 +17,7 @@ Ties fall to higher capacity, then to the node name, so decisions are determinis
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -278,14 +278,15 @@ def packing_keys(
     used: Any,
     size: Any,
     name_rank: Any,
+    floor: Callable[[Any], Any] = np.floor,
 ) -> list[Any]:
     """:func:`rank_keys` from each candidate's slowest and total effective capacity, GPUs
-    used and size, and name's rank: arrays of candidates, or the numbers of one."""
+    used and size, and name's rank: arrays of candidates, or the numbers of one (then
+    ``floor`` may be :func:`math.floor`: the same value, ~15x cheaper on one number)."""
     free = (size - used) * 1.0
     if resolution > 0:
         # Capacities inside one resolution step are equal; equally fast gangs are packed.
-        # A floor division, np.floor's value as a float on arrays and on Python floats.
-        step = -((min_cap / resolution + 1e-9) // 1.0)
+        step = -floor(min_cap / resolution + 1e-9)
         keys = {"fastest": (step, free), "binpack": (free, step), "spread": (used / size, step)}
         return [*keys[policy], name_rank]
     by = {"fastest": -min_cap, "binpack": free, "spread": used / size}
