@@ -126,13 +126,13 @@ class _Ranking:
         for at, rows, capacity, size, name_rank in zip(
             fit, top.T.tolist(), capacities, sizes, name_ranks, strict=True
         ):
-            total = capacity[0]
-            for more in capacity[1:]:  # left to right, as numpy sums (not sum()'s way)
+            low, total = min(capacity), capacity[0]
+            for more in capacity[1:]:  # left to right as numpy; sum() compensates from 3.12
                 total += more
             keys = packing_keys(
                 policy,
                 self.resolution,
-                min_cap=min(capacity),
+                min_cap=low,
                 total_cap=total,
                 used=tallies[at][ALLOCATED],
                 size=size,
@@ -140,7 +140,7 @@ class _Ranking:
                 floor=math.floor,
             )
             entry = (*keys, nodes[at])
-            self._ranked[nodes[at]] = (entry, tuple(rows), min(capacity))
+            self._ranked[nodes[at]] = (entry, tuple(rows), low)
             self._sorted.add(entry)
 
     def head(self, fleet: FleetView, count: int) -> Choice | None:
