@@ -3,7 +3,7 @@ end: through the API on real Kafka and Postgres, every decision equals the full 
 (``choose`` on the same fleet view and holds) for fastest, spread, binpack, a gang, a
 model filter on a node that mixes models, a memory filter and a refusal.
 
-A fleet takes the summaries from ``summaries_from_nodes`` nodes (512 by default; every
+A fleet takes the summaries from ``summaries_from_nodes`` nodes (24 by default; every
 other integration test has fewer, so only the full scan runs there); this scheduler sets
 it to 1. The test's GPUs are K80s and P100s, models no other test asks for, so the
 scores other tests leave on the shared topic never fit its requests (the memory filter

@@ -114,8 +114,8 @@ def test_the_summary_choice_equals_the_full_scan(initial, policy, steps) -> None
     for record in initial:
         _apply(fleet, record, now)
     # Changed nodes re-ranked as the default does, always with numpy, always one by one.
-    kept = [NodeRankings(), NodeRankings(max_shapes=2), NodeRankings(few_nodes=0)]
-    kept.append(NodeRankings(few_nodes=10**6))
+    kept = [NodeRankings(), NodeRankings(max_shapes=2), NodeRankings(few_nodes=0, few_ranked=0)]
+    kept.append(NodeRankings(few_nodes=10**6, few_ranked=10**6))
     for change, shape in steps:
         kind = change[0]
         if kind == "record":

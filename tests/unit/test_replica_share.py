@@ -7,6 +7,7 @@ own share first, and one replica ranks exactly as before."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -98,13 +99,24 @@ def test_replicas_on_the_same_view_choose_their_own_nodes(
 
 
 def test_one_replica_ranks_by_the_packing_keys_alone() -> None:
-    common = {"min_cap": 1.8, "total_cap": 3.6, "used": 2, "size": 8, "name_rank": 5}
-    assert packing_keys("fastest", 0.1, **common) == [-18.0, 6.0, 5]
-    assert packing_keys("binpack", 0.1, **common) == [6.0, -18.0, 5]
-    assert packing_keys("spread", 0.0, **common) == [0.25, -1.8, -3.6, 5]
-    assert packing_keys("fastest", 0.1, **common, others=1.0) == [-18.0, 1.0, 6.0, 5]
-    assert packing_keys("binpack", 0.1, **common, others=1.0) == [1.0, 6.0, -18.0, 5]
-    assert packing_keys("spread", 0.0, **common, others=1.0) == [0.25, 1.0, -1.8, -3.6, 5]
+    def keys(packing: Packing, resolution: float, others: float | None = None) -> list[Any]:
+        return packing_keys(
+            packing,
+            resolution,
+            min_cap=1.8,
+            total_cap=3.6,
+            used=2,
+            size=8,
+            name_rank=5,
+            others=others,
+        )
+
+    assert keys("fastest", 0.1) == [-18.0, 6.0, 5]
+    assert keys("binpack", 0.1) == [6.0, -18.0, 5]
+    assert keys("spread", 0.0) == [0.25, -1.8, -3.6, 5]
+    assert keys("fastest", 0.1, others=1.0) == [-18.0, 1.0, 6.0, 5]
+    assert keys("binpack", 0.1, others=1.0) == [1.0, 6.0, -18.0, 5]
+    assert keys("spread", 0.0, others=1.0) == [0.25, 1.0, -1.8, -3.6, 5]
 
 
 def test_fastest_keeps_its_best_capacity_step_over_the_share() -> None:

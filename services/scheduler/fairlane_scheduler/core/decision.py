@@ -20,11 +20,13 @@ from fairlane_scheduler.errors import NoCapacityError, QuotaExceededError
 
 __all__ = ["SUMMARIES_FROM_NODES", "decide"]
 
-#: Below this many nodes the full scan is cheaper than refreshing the summaries of the
-#: nodes that changed (same decision; 0.11 vs 0.25 ms at 125 nodes, 2.0 vs 0.65 ms at
-#: 12,500, with 16 placements' holds changing between two decisions). The default of
-#: the scheduler's ``summaries_from_nodes`` setting.
-SUMMARIES_FROM_NODES = 512
+#: Below this many nodes the full scan is used instead of the ranked summaries (same
+#: decision). Since the few nodes that change between two decisions are refreshed and
+#: re-ranked in plain Python, the ranked decision is the cheaper one from the smallest
+#: fleet the benchmark measures, 24 nodes: 60-80 vs 104-116 us, 84-120 vs 137-152 us at
+#: 125 nodes (bench/scheduler_decision.py, ``--release-batch 8``; docs/benchmarks.md).
+#: The default of the scheduler's ``summaries_from_nodes`` setting.
+SUMMARIES_FROM_NODES = 24
 
 
 def decide(

@@ -19,6 +19,7 @@ counts every GPU by reason, and ``best_available`` retries below the threshold.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import replace
@@ -33,10 +34,10 @@ from fairlane_scheduler.core.node_summary import FEW_NODES, NodeSummaries
 from fairlane_scheduler.core.placement import (
     Choice,
     JobShape,
+    NodeChoice,
     NoPlacement,
     PlacementPolicy,
     choose,
-    chosen,
     effective_capacity,
     packing_keys,
     rank_keys,
@@ -45,10 +46,13 @@ from fairlane_scheduler.core.placement import (
 from fairlane_scheduler.core.placement_summary import summary_candidates
 from fairlane_scheduler.core.replica_share import ReplicaShare
 
-__all__ = ["MAX_SHAPES", "NodeRankings"]
+__all__ = ["FEW_RANKED", "MAX_SHAPES", "NodeRankings"]
 
 #: Shapes ranked at once: each holds one entry per fitting node (~3 MiB at 12,500 nodes).
 MAX_SHAPES = 8
+#: Up to this many changed nodes are re-ranked in plain Python, more with numpy: the
+#: crossover of the two (~45 us either way at 125 nodes, ~140 at 12,500).
+FEW_RANKED = 12
 _Key = tuple[float | int, ...]  # rank_keys' values of one node, then its id
 
 
@@ -60,13 +64,11 @@ class _Ranking:
     ) -> None:
         self.shape = replace(shape, nodes=1)  # any gang reads the same ranking
         self.resolution, self.share = resolution, share
-        self._few_nodes = few_nodes  # re-ranked one at a time up to this many at once
+        self._few_nodes = few_nodes  # re-ranked in plain Python up to this many at once
         self._sorted: SortedList[_Key] = SortedList()
-        self._key: dict[int, _Key] = {}  # node id -> its entry
-        #: Per node id, its best rows for the shape and their slowest GPU's capacity, as
-        #: of its last ranking (read for the nodes in the sorted list only).
-        self._top: npt.NDArray[np.intp] = np.zeros((0, 0), dtype=np.intp)
-        self._min_cap: npt.NDArray[np.float64] = np.zeros(0)
+        #: Per node id in the sorted list: its entry there, its best rows for the shape
+        #: and their slowest GPU's effective capacity, as of its last ranking.
+        self._ranked: dict[int, tuple[_Key, tuple[int, ...], float]] = {}
         self._refreshes = -1  # summaries.refreshes when last brought up to date
         self._relayouts = -1
         #: A node's fit for the shape reads its summary alone (no model or memory limit
@@ -76,80 +78,101 @@ class _Ranking:
     def catch_up(self, fleet: FleetView, summaries: NodeSummaries) -> None:
         """Re-rank the nodes the summaries recomputed since the last call (all of them
         after a new layout)."""
-        relayout = summaries.relayouts != self._relayouts
-        if relayout:
+        if summaries.relayouts != self._relayouts:
             self._sorted.clear()
-            self._key.clear()
-            self._relayouts = summaries.relayouts
-            nodes: npt.NDArray[np.intp] = np.arange(len(fleet.nodes))
-        elif summaries.refreshes != self._refreshes:
-            recent = summaries.computed_since(self._refreshes)
-            if recent is None:  # too long ago: read every node's stamp
-                recent = np.flatnonzero(summaries.computed[: len(fleet.nodes)] > self._refreshes)
-            nodes = recent
-        else:
+            self._ranked.clear()
+            self._relayouts, self._refreshes = summaries.relayouts, summaries.refreshes
+            self._rank_many(fleet, summaries, np.arange(len(fleet.nodes)))
             return
+        if summaries.refreshes == self._refreshes:
+            return
+        nodes = summaries.computed_since(self._refreshes)
+        if nodes is None:  # too long ago: read every node's stamp
+            stamps = summaries.computed[: len(fleet.nodes)]
+            nodes = np.flatnonzero(stamps > self._refreshes).tolist()
         self._refreshes = summaries.refreshes
-        for node in nodes.tolist() if self._key else ():
-            if (old := self._key.pop(node, None)) is not None:
-                self._sorted.remove(old)
-        if not relayout and len(nodes) <= self._few_nodes and self._by_summary_alone:
-            for node in nodes.tolist():
-                self._rank_one(fleet, summaries, node)
-            return
+        for node in nodes:
+            if (old := self._ranked.pop(node, None)) is not None:
+                self._sorted.remove(old[0])
+        if len(nodes) <= self._few_nodes and self._by_summary_alone:
+            self._rank_few(fleet, summaries, nodes)
+        else:
+            self._rank_many(fleet, summaries, np.array(nodes, dtype=np.intp))
+
+    def _rank_many(
+        self, fleet: FleetView, summaries: NodeSummaries, nodes: npt.NDArray[np.intp]
+    ) -> None:
+        """Rank ``nodes`` (none of them in the sorted list) with numpy."""
         candidates = summary_candidates(fleet, summaries, self.shape, nodes)
         keys, min_cap = rank_keys(fleet, self.shape, self.resolution, candidates, share=self.share)
-        if relayout:  # node ids and the GPUs a node may have change
-            self._top = np.full((len(fleet.nodes), candidates.top.shape[1]), -1, dtype=np.intp)
-            self._min_cap = np.zeros(len(fleet.nodes))
-        self._top[candidates.node_ids] = candidates.top
-        self._min_cap[candidates.node_ids] = min_cap
-        columns = [key.tolist() for key in keys]
-        entries = list(zip(*columns, candidates.node_ids.tolist(), strict=True))
-        self._key.update((entry[-1], entry) for entry in entries)
+        node_ids = candidates.node_ids.tolist()
+        entries = list(zip(*(key.tolist() for key in keys), node_ids, strict=True))
+        found = zip(entries, map(tuple, candidates.top.tolist()), min_cap.tolist(), strict=True)
+        self._ranked.update(zip(node_ids, found, strict=True))
         self._sorted.update(entries)
 
-    def _rank_one(self, fleet: FleetView, summaries: NodeSummaries, node: int) -> None:
-        """What the rest of :meth:`catch_up` does, for one node, without numpy's ~25
-        calls on arrays of one: its entry, if it fits the shape."""
-        per_node = self.shape.gpus_per_node
-        tally = summaries.tally[node].tolist()  # a fancy index of two columns costs 4x
-        free, used = tally[FREE], tally[ALLOCATED]
-        if free < per_node:
+    def _rank_few(self, fleet: FleetView, summaries: NodeSummaries, nodes: list[int]) -> None:
+        """What :meth:`_rank_many` does, for a few nodes, in plain Python but a gather
+        per column: numpy's ~40 calls on arrays of a few cost more than the work. The
+        keys are :func:`packing_keys`' own, on Python numbers."""
+        if not nodes:
             return
-        top = summaries.ranked[:per_node, node]
-        capacity = effective_capacity(fleet, self.shape, top).tolist()
-        min_cap, total_cap = min(capacity), sum(capacity)
-        keys = packing_keys(
-            self.shape.policy,
-            self.resolution,
-            min_cap=min_cap,
-            total_cap=total_cap,
-            used=used,
-            size=summaries.size[node].item(),
-            name_rank=fleet.name_rank()[node].item(),
-            others=share_key(fleet, self.share, node),
-        )
-        entry = (*(float(key) for key in keys[:-1]), keys[-1], node)
-        self._top[node], self._min_cap[node] = top, min_cap
-        self._key[node] = entry
-        self._sorted.add(entry)
+        per_node, policy = self.shape.gpus_per_node, self.shape.policy
+        ids = np.array(nodes, dtype=np.intp)
+        tallies = summaries.tally[ids].tolist()
+        fit = [i for i, tally in enumerate(tallies) if tally[FREE] >= per_node]
+        if not fit:
+            return
+        ids = ids[fit]
+        top = summaries.ranked[:per_node, ids]
+        capacities = effective_capacity(fleet, self.shape, top).T.tolist()
+        sizes, name_ranks = summaries.size[ids].tolist(), fleet.name_rank()[ids].tolist()
+        others = share_key(fleet, self.share, ids)
+        shares = [None] * len(fit) if others is None else others.tolist()
+        for at, rows, capacity, size, name_rank, other in zip(
+            fit, top.T.tolist(), capacities, sizes, name_ranks, shares, strict=True
+        ):
+            low, total = min(capacity), capacity[0]
+            for more in capacity[1:]:  # left to right as numpy; sum() compensates from 3.12
+                total += more
+            keys = packing_keys(
+                policy,
+                self.resolution,
+                min_cap=low,
+                total_cap=total,
+                used=tallies[at][ALLOCATED],
+                size=size,
+                name_rank=name_rank,
+                others=other,
+                floor=math.floor,
+            )
+            entry = (*keys, nodes[at])
+            self._ranked[nodes[at]] = (entry, tuple(rows), low)
+            self._sorted.add(entry)
 
     def head(self, fleet: FleetView, count: int) -> Choice | None:
         """The best ``count`` nodes as the choice; None when fewer fit."""
         if len(self._sorted) < count:
             return None
-        ids = np.array([entry[-1] for entry in self._sorted.islice(0, count)], dtype=np.intp)
-        return chosen(fleet, ids, self._top[ids], self._min_cap[ids])
+        best = [self._sorted[0]] if count == 1 else self._sorted.islice(0, count)
+        ids = [int(entry[-1]) for entry in best]
+        picked = [self._ranked[node] for node in ids]
+        nodes = tuple(
+            NodeChoice(fleet.nodes[node], rows)
+            for node, (_, rows, _) in zip(ids, picked, strict=True)
+        )
+        return Choice(nodes, min(min_cap for *_, min_cap in picked))
 
 
 class NodeRankings:
     """The rankings of the shapes requested lately, on one :class:`NodeSummaries` (one
     policy at a time, as the summaries follow one)."""
 
-    def __init__(self, max_shapes: int = MAX_SHAPES, few_nodes: int = FEW_NODES) -> None:
+    def __init__(
+        self, max_shapes: int = MAX_SHAPES, few_nodes: int = FEW_NODES, few_ranked: int = FEW_RANKED
+    ) -> None:
         self.summaries = NodeSummaries(few_nodes)
-        self._few_nodes = few_nodes
+        self._few_ranked = few_ranked
         self._max_shapes = max_shapes
         self._rankings: OrderedDict[Hashable, _Ranking] = OrderedDict()
 
@@ -172,7 +195,7 @@ class NodeRankings:
         key = (shape.gpus_per_node, shape.policy, shape.models, memory, speeds, resolution, share)
         ranking = self._rankings.get(key)
         if ranking is None:
-            ranking = self._rankings[key] = _Ranking(shape, resolution, share, self._few_nodes)
+            ranking = self._rankings[key] = _Ranking(shape, resolution, share, self._few_ranked)
             if len(self._rankings) > self._max_shapes:
                 self._rankings.popitem(last=False)
         else:

@@ -46,11 +46,15 @@ __all__ = [
 
 #: Refreshes whose recomputed nodes are remembered, for followers (core/node_ranking.py).
 RECENT_REFRESHES = 64
+#: A refresh that recomputed more nodes than this is remembered as "many": a follower
+#: then reads every node's stamp (:attr:`NodeSummaries.computed`) instead.
+RECENT_NODES = 1024
 #: Up to this many nodes are recomputed in plain Python (core/few_nodes.py), more with
 #: numpy: the crossover of the two on 8-GPU nodes (~100 us either way).
 FEW_NODES = 4
 #: Up to this many nodes whose GPUs only changed hold are updated in place, more with
-#: numpy (:meth:`NodeSummaries._update_holds`).
+#: numpy (:meth:`NodeSummaries._update_holds`); up to this many changed nodes are also
+#: found and stamped in plain Python (:meth:`NodeSummaries._refresh_few`).
 HELD_NODES = 32
 _EMPTY_TALLY = np.zeros(states.TALLY_WIDTH, dtype=np.int64)
 _EMPTY_TALLY[[states.BEST_BELOW, states.BACK_S]] = (-100, NEVER // 1000)
@@ -155,8 +159,9 @@ class NodeSummaries:
         self._cordoned: frozenset[str] | None = None
         self._now_ms = -1
         self._changes = -1  # fleet.changes at the last refresh
-        #: The nodes each of the last refreshes recomputed, the latest last.
-        self._recent: deque[npt.NDArray[np.intp]] = deque(maxlen=RECENT_REFRESHES)
+        #: The nodes each of the last refreshes recomputed (sorted), the latest last;
+        #: None for more than RECENT_NODES.
+        self._recent: deque[list[int] | None] = deque(maxlen=RECENT_REFRESHES)
         self.rows: npt.NDArray[np.intp] = np.full((0, 1), -1, dtype=np.intp)
         self.ids: dict[str, int] = {}
         #: Per fleet row, as of its node's last recomputation: its state but its hold
@@ -182,17 +187,22 @@ class NodeSummaries:
         self.mem_lo = np.zeros(width, dtype=np.int64)
         self.mem_hi = np.zeros(width, dtype=np.int64)
 
-    def computed_since(self, refreshes: int) -> npt.NDArray[np.intp] | None:
-        """The nodes recomputed after refresh ``refreshes`` (of this layout), without a
-        pass over :attr:`computed`; None when that is too many refreshes ago."""
+    def computed_since(self, refreshes: int) -> list[int] | None:
+        """The nodes recomputed after refresh ``refreshes`` (of this layout), sorted,
+        without a pass over :attr:`computed` (not to be modified); None when that is too
+        many refreshes ago or too many nodes. A plain list: its followers take a few
+        nodes at a time, and numpy's calls on arrays of a few cost more than the work."""
         behind = self.refreshes - refreshes
         if behind == 0:
-            return np.zeros(0, dtype=np.intp)
+            return []
         if not 0 < behind <= len(self._recent):
             return None
+        recent = list(itertools.islice(reversed(self._recent), behind))
+        if any(nodes is None for nodes in recent):
+            return None
         if behind == 1:
-            return self._recent[-1]
-        return np.unique(np.concatenate(list(itertools.islice(reversed(self._recent), behind))))
+            return recent[0]
+        return sorted(set().union(*recent))  # type: ignore[arg-type]  # no None left
 
     def node_ids(self, names: Sequence[str]) -> npt.NDArray[np.intp]:
         """Fleet node id of each name, :attr:`unknown` for one Fairlane has no scores for."""
@@ -216,34 +226,79 @@ class NodeSummaries:
             self._seen[cordoned != self.cordoned] = -1
             self.cordoned, self._cordoned = cordoned, fleet.cordoned
             touched = None  # those nodes too: read every stamp
-        stamp = fleet.node_changed[:width]
         due = now_ms >= self._next_due  # some node's state may have changed by the clock
+        dirty: list[int] | npt.NDArray[np.intp]
         if everything:
             dirty = np.arange(width)
         elif touched is None:
+            stamp = fleet.node_changed[:width]
             dirty = np.flatnonzero((stamp > self._seen[:width]) | (self.due[:width] <= now_ms))
         else:  # the nodes changed since the last refresh, and those now due
             late = np.flatnonzero(self.due[:width] <= now_ms).tolist() if due else []
-            dirty = np.array(sorted({*touched, *late}), dtype=np.intp)
-        if len(dirty):
-            self.refreshes += 1
-            self.computed[dirty] = self.refreshes
-            self._recent.append(dirty)
-            # Nodes whose GPUs took no record since they were computed, nor the clock
-            # changed a state of (a cordon change unset their stamp): holds alone.
-            holds = fleet.node_scored[dirty] <= self._seen[dirty]
-            holds &= self.due[dirty] > now_ms
-            self._seen[dirty] = stamp[dirty]
-            recompute = dirty
-            if not everything and 0 < np.count_nonzero(holds) <= HELD_NODES:
-                left = self._update_holds(fleet, dirty[holds].tolist())
-                recompute = np.concatenate([dirty[~holds], np.array(left, dtype=np.intp)])
-            if len(recompute):
-                self._compute(fleet, policy, recompute, now_ms)
+            dirty = sorted({*touched, *late})
+        if isinstance(dirty, list) and len(dirty) <= HELD_NODES:
+            self._refresh_few(fleet, policy, dirty, now_ms)  # the usual case between decisions
+            lowest = min(map(self.due.item, dirty), default=_NOT_DUE)
+        elif len(dirty) > 0:
+            dirty = np.asarray(dirty, dtype=np.intp)
+            self._refresh_many(fleet, policy, dirty, now_ms, in_place=not everything)
+            lowest = int(self.due[dirty].min())
+        else:
+            lowest = _NOT_DUE
         if everything or due or touched is None:
             self._next_due = int(self.due[:width].min(initial=_NOT_DUE))
-        elif len(dirty):  # a lower bound: a node's due time may only have moved later
-            self._next_due = min(self._next_due, int(self.due[dirty].min()))
+        else:  # a lower bound: a node's due time may only have moved later
+            self._next_due = min(self._next_due, lowest)
+
+    def _refresh_many(
+        self,
+        fleet: FleetView,
+        policy: PlacementPolicy,
+        dirty: npt.NDArray[np.intp],
+        now_ms: int,
+        *,
+        in_place: bool,
+    ) -> None:
+        """Recompute the nodes ``dirty`` (some), those whose GPUs only changed hold
+        updated in place if few and ``in_place``."""
+        self.refreshes += 1
+        self.computed[dirty] = self.refreshes
+        self._recent.append(dirty.tolist() if len(dirty) <= RECENT_NODES else None)
+        # Nodes whose GPUs took no record since they were computed, nor the clock
+        # changed a state of (a cordon change unset their stamp): holds alone.
+        holds = fleet.node_scored[dirty] <= self._seen[dirty]
+        holds &= self.due[dirty] > now_ms
+        self._seen[dirty] = fleet.node_changed[dirty]
+        recompute = dirty
+        if in_place and 0 < np.count_nonzero(holds) <= HELD_NODES:
+            left = self._update_holds(fleet, dirty[holds].tolist())
+            recompute = np.concatenate([dirty[~holds], np.array(left, dtype=np.intp)])
+        if len(recompute):
+            self._compute(fleet, policy, recompute, now_ms)
+
+    def _refresh_few(
+        self, fleet: FleetView, policy: PlacementPolicy, dirty: list[int], now_ms: int
+    ) -> None:
+        """:meth:`_refresh_many` for a few nodes (sorted; not after a new layout or
+        policy), a node at a time: numpy's ~15 calls on arrays of a few nodes cost more
+        than this loop."""
+        if not dirty:
+            return
+        self.refreshes += 1
+        self._recent.append(dirty)
+        scored, stamp, seen, due = fleet.node_scored, fleet.node_changed, self._seen, self.due
+        holds, recompute = [], []
+        for node in dirty:
+            self.computed[node] = self.refreshes
+            if scored.item(node) <= seen.item(node) and due.item(node) > now_ms:
+                holds.append(node)
+            else:
+                recompute.append(node)
+            seen[node] = stamp.item(node)
+        if holds:
+            recompute += self._update_holds(fleet, holds)
+        if recompute:
+            self._compute(fleet, policy, np.array(recompute, dtype=np.intp), now_ms)
 
     def _relayout(self, fleet: FleetView) -> None:
         n, width = len(fleet), len(fleet.nodes)
@@ -304,14 +359,17 @@ class NodeSummaries:
         nothing else of the node changes. ~10 us a node in plain Python, against ~60
         for a recomputation (core/few_nodes.py) and ~350 for numpy's calls. Returns the
         nodes it cannot do so (a GPU in another state changed hold), to recompute."""
-        rows = self.rows[nodes]
+        ids = np.array(nodes, dtype=np.intp)  # indexing with it costs a quarter of a list
+        rows = self.rows[ids]
         at = rows[rows >= 0]  # node by node
-        columns = (fleet.held, self._held, self._unheld, fleet.score, fleet.index, fleet.capacity)
-        held, was, unheld, score, index, capacity = (column[at].tolist() for column in columns)
-        self._held[at] = held
+        now_held = fleet.held[at]
+        columns = (self._held, self._unheld, fleet.score, fleet.index, fleet.capacity)
+        was, unheld, score, index, capacity = (column[at].tolist() for column in columns)
+        held = now_held.tolist()
+        self._held[at] = now_held
         row = at.tolist()
         slots, left, start = rows.shape[1], [], 0
-        for node, size in zip(nodes, self.size[nodes].tolist(), strict=True):
+        for node, size in zip(nodes, self.size[ids].tolist(), strict=True):
             mine = range(start, start + size)
             start += size
             if any(held[i] != was[i] and unheld[i] != states.FREE for i in mine):

@@ -19,7 +19,7 @@ packing ranks equal (core/replica_share.py, :func:`packing_keys`).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -293,11 +293,13 @@ def packing_keys(
     size: Any,
     name_rank: Any,
     others: Any = None,
+    floor: Callable[[Any], Any] = np.floor,
 ) -> list[Any]:
     """:func:`rank_keys` from each candidate's slowest and total effective capacity, GPUs
     used and size, name's rank and, with several replicas, whether it is another
     replica's share (``others``, :func:`share_key`; None: one replica, no such key):
-    arrays of candidates, or the numbers of one.
+    arrays of candidates, or the numbers of one (then ``floor`` may be
+    :func:`math.floor`: the same value, ~15x cheaper on one number).
 
     Where the share key sits decides what it may override. ``fastest`` and ``spread``:
     right after the packing's own first key (the capacity step; the used share), so a
@@ -313,7 +315,7 @@ def packing_keys(
     free = (size - used) * 1.0
     if resolution > 0:
         # Capacities inside one resolution step are equal; equally fast gangs are packed.
-        step = -np.floor(min_cap / resolution + 1e-9)
+        step = -floor(min_cap / resolution + 1e-9)
         by = {"fastest": [step, free], "binpack": [free, step], "spread": [used / size, step]}
         keys = by[policy]
     else:
