@@ -1,6 +1,8 @@
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import asyncpg
 import pytest
@@ -354,6 +356,54 @@ async def test_a_batch_of_endings_answers_each_as_one_ending_would(pool: asyncpg
     async with pool.acquire() as conn:
         events = await conn.fetch("SELECT payload->>'event' AS e FROM outbox ORDER BY id")
     assert [r["e"] for r in events] == ["created", "created", "released", "released"]
+
+
+async def test_batches_read_their_rows_by_index_however_the_tables_grew(
+    pool: asyncpg.Pool,
+) -> None:
+    """A batch of placements and one of releases read a few rows by index, also in a
+    session that first wrote on a new database's empty tables: the plans PL/pgSQL kept
+    from then scanned every placement ever made for each batch of releases (migration
+    0013 plans fairlane_end_many at each call)."""
+    end_many = "SELECT * FROM fairlane_end_many($1::uuid[], $2, $3, $4, $5, $6)"
+
+    async def place_and_end(conn: asyncpg.Connection, tag: str) -> None:
+        ids = [str(uuid.uuid4()) for _ in range(2)]
+        batch = [
+            (placement(pid, f"{tag}-{k}", [f"{tag}-g{k}"], node=f"{tag}-n{k}"), REQUEST)
+            for k, pid in enumerate(ids)
+        ]
+        (row,) = await conn.fetch(_PLACE_MANY, *_place_columns(batch, PORTS))
+        assert list(row["outcomes"]) == ["created", "created"]
+        ended = await conn.fetch(
+            end_many, ids, ["released"] * 2, [datetime.now(UTC)] * 2, [1, 1], [None] * 2, [None] * 2
+        )
+        assert [r["ended"] for r in ended] == [True, True]
+
+    async with pool.acquire() as conn:
+        for n in range(8):  # past the five calls after which a session may keep a generic plan
+            await place_and_end(conn, f"warm{n}")
+        await conn.execute(
+            """INSERT INTO placements (id, namespace, job_id, request, request_sha256, state,
+                                       assignment, master_node, master_port)
+               SELECT gen_random_uuid(), 'grown', 'job-' || i, '{}', 'f',
+                      CASE WHEN i % 4 = 0 THEN 'placed' ELSE 'released' END, '[]',
+                      'grown-' || (i / 4), CASE WHEN i % 4 = 0 THEN 29500 END
+                 FROM generate_series(1, 20000) AS i"""
+        )
+        # The session's counts not yet reported include the warm-up's: what one batch
+        # adds, in a transaction (nothing is reported during one).
+        reads = """SELECT seq_scan, seq_tup_read + idx_tup_fetch AS rows,
+                          pg_stat_get_xact_tuples_returned(
+                              'placements_one_live_port_per_node'::regclass) AS live_ports
+                     FROM pg_stat_xact_user_tables WHERE relname = 'placements'"""
+        async with conn.transaction():
+            before = await conn.fetchrow(reads)
+            await place_and_end(conn, "after")
+            after = await conn.fetchrow(reads)
+    assert after["seq_scan"] - before["seq_scan"] == 0
+    assert after["rows"] - before["rows"] < 100
+    assert after["live_ports"] - before["live_ports"] < 100  # of 5,000 live placements
 
 
 async def test_a_live_port_is_never_given_twice_on_a_node(pool: asyncpg.Pool) -> None:
