@@ -76,6 +76,7 @@ REQUEST = PlacementRequest(
 )
 P1 = "00000000-0000-0000-0000-000000000001"
 P2 = "00000000-0000-0000-0000-000000000002"
+P3 = "00000000-0000-0000-0000-000000000003"
 
 
 def outbox_relay(
@@ -170,10 +171,18 @@ async def test_placement_round_trips(pool: asyncpg.Pool) -> None:
     assert await store.holdings() == [
         Holding(P1, "default", "n1", 29500, ("g1", "g2"), ("H100", "H100"))
     ]
+    # A snapshot reads the live ids, then the holdings of those it asks for.
+    await store.create(placement(P2, "job-2", ["g3"], port=29501), REQUEST, PORTS)
+    assert sorted(await store.live_ids()) == [P1, P2]
+    assert [h.placement_id for h in await store.holdings([P2])] == [P2]
+    assert await store.holdings([]) == []
+    await store.end(Ending(P2, "released", 1_700_000_000_000, None, None))
+    assert await store.live_ids() == [P1]
+    assert await store.holdings([P2]) == []
     # The same job id again writes nothing, whatever its GPUs.
-    again = placement(P2, "job-1", ["g3"], port=29501)
+    again = placement(P3, "job-1", ["g4"], port=29502)
     assert await store.create(again, REQUEST, PORTS) == JobTaken()
-    assert await store.get(P2) is None
+    assert await store.get(P3) is None
 
 
 async def test_database_forbids_two_live_allocations_of_one_gpu(pool: asyncpg.Pool) -> None:

@@ -37,7 +37,7 @@ async def test_a_stale_view_never_makes_postgres_accept_a_double_allocation(
         await stale.live_gpus.stop()  # b hears of nothing but its own writes from now on
 
         def forget() -> None:  # b's view: every GPU free
-            stale.service.ledger.replace([], stale.service.ledger.seq)
+            stale.service.ledger.replace([], [], stale.service.ledger.seq)
 
         body = {"gpus_per_node": 2, "models": ["A100-40GB"]}
         first = await a.post("/v1/placements", json={"job_id": f"first-{unique}", **body})

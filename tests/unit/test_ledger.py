@@ -2,6 +2,11 @@
 the committed rows that may be older than own changes), and what the fleet view keeps
 for it and for followers of score changes."""
 
+from collections import Counter
+
+from hypothesis import given
+from hypothesis import strategies as st
+
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
 from fairlane_scheduler.core.ledger import Holding, Ledger
 from tests.factories import gpu_score
@@ -9,6 +14,17 @@ from tests.factories import gpu_score
 
 def holding(pid: str, *gpus: str, port: int = 29500, namespace: str = "a") -> Holding:
     return Holding(pid, namespace, "n1", port, gpus, tuple("H100" for _ in gpus))
+
+
+def snapshot(ledger: Ledger, live: list[Holding], since: int) -> None:
+    """A snapshot of ``live`` as the service takes one: the ids, and the holdings of
+    those the ledger does not know."""
+    unknown = set(ledger.unknown(h.placement_id for h in live))
+    ledger.replace(
+        [h.placement_id for h in live],
+        [h for h in live if h.placement_id in unknown],
+        since,
+    )
 
 
 def test_reservations_and_commits_hold_gpus_ports_and_usage() -> None:
@@ -61,21 +77,21 @@ def test_a_snapshot_older_than_own_changes_does_not_undo_them() -> None:
     ledger.commit(holding("p1", "g1"))  # ...while this commits...
     ledger.release("old")  # ...and this ends
     ledger.reserve(holding("p2", "g2", port=29502))  # and this is being written
-    ledger.replace([holding("old", "g0"), holding("other", "g9", port=29509)], since)
+    snapshot(ledger, [holding("old", "g0"), holding("other", "g9", port=29509)], since)
     assert set(ledger.gpus) == {"g1", "g2", "g9"}
     assert set(ledger.ports("n1")) == {29500, 29502, 29509}
     # A later snapshot that shows everything settles it; the journal is trimmed.
-    ledger.replace([holding("p1", "g1"), holding("other", "g9", port=29509)], ledger.seq)
+    snapshot(ledger, [holding("p1", "g1"), holding("other", "g9", port=29509)], ledger.seq)
     assert set(ledger.gpus) == {"g1", "g2", "g9"}
 
 
 def test_a_snapshot_brings_other_replicas_changes() -> None:
     ledger = Ledger()
     ledger.commit(holding("mine", "g1"))
-    ledger.replace([holding("mine", "g1"), holding("theirs", "g2", namespace="b")], ledger.seq)
+    snapshot(ledger, [holding("mine", "g1"), holding("theirs", "g2", namespace="b")], ledger.seq)
     assert set(ledger.gpus) == {"g1", "g2"}
     assert dict(ledger.usage("b")) == {"H100": 1}
-    ledger.replace([holding("mine", "g1")], ledger.seq)  # theirs was released
+    snapshot(ledger, [holding("mine", "g1")], ledger.seq)  # theirs was released
     assert set(ledger.gpus) == {"g1"}
     assert dict(ledger.usage("b")) == {}
 
@@ -90,7 +106,7 @@ def test_the_fleet_view_learns_which_rows_are_held_even_before_their_scores() ->
     assert list(fleet.held_rows()) == [0, 1]
     ledger.unreserve("p1")
     assert list(fleet.held_rows()) == []
-    ledger.replace([holding("p2", "g2")], ledger.seq)
+    snapshot(ledger, [holding("p2", "g2")], ledger.seq)
     assert list(fleet.held_rows()) == [1]
 
 
@@ -103,3 +119,67 @@ def test_the_fleet_view_hands_out_each_changed_record_once() -> None:
     assert fleet.drain_changed() == []
     fleet.apply(gpu_score(uuid="g2", index=1, ts_ms=3))
     assert [r.uuid for r in fleet.drain_changed()] == ["g2"]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["reserve", "commit", "fail", "release", "theirs", "end", "snap"]),
+            st.integers(0, 7),
+        ),
+        max_size=60,
+    )
+)
+def test_snapshots_index_what_changed_as_a_rebuild_would(steps: list[tuple[str, int]]) -> None:
+    """Own reservations, commits, failed writes and releases, other replicas' placements
+    and endings, and snapshots of the committed rows in any order: the ledger's GPUs,
+    ports and usage and the fleet's held rows are always those of what it holds, and
+    after a snapshot it holds what the database does (``database``, here)."""
+    fleet = FleetView(StabilityPolicy(0.65, 120))
+    for g in range(16):
+        fleet.apply(gpu_score(node="n1", uuid=f"g{g}", index=g))
+    ledger = Ledger(fleet)
+    database: dict[str, Holding] = {}
+    reserved: dict[str, Holding] = {}
+    every: dict[str, Holding] = {}
+    made = 0
+    for step, k in steps:
+        if step in ("reserve", "theirs"):  # a new placement on free GPUs (ports may repeat)
+            free = [f"g{g}" for g in range(16) if f"g{g}" not in ledger.gpus]
+            taken = {g for h in database.values() for g in h.gpus}
+            free = [g for g in free if g not in taken][: 1 + k % 2]
+            if not free:
+                continue
+            made += 1
+            new = every[f"p{made}"] = holding(
+                f"p{made}", *free, port=29500 + k % 3, namespace="ab"[k % 2]
+            )
+            if step == "reserve":
+                ledger.reserve(reserved.setdefault(new.placement_id, new))
+            else:
+                database[new.placement_id] = new  # another replica's, unseen until a snapshot
+        elif step in ("commit", "fail") and reserved:
+            pid = sorted(reserved)[k % len(reserved)]
+            if step == "commit":
+                database[pid] = reserved[pid]
+                ledger.commit(reserved[pid])
+            ledger.unreserve(pid)
+            del reserved[pid]
+        elif step in ("release", "end") and database:
+            pid = sorted(database)[k % len(database)]
+            del database[pid]
+            if step == "release":
+                ledger.release(pid)
+        elif step == "snap":
+            live = list(database)
+            unknown = set(ledger.unknown(live))
+            ledger.replace(live, [database[p] for p in live if p in unknown], ledger.seq)
+            assert {p for p in database if ledger.holds(p)} == set(database)
+        held = [*(h for p, h in every.items() if ledger.holds(p)), *reserved.values()]
+        gpus = {g for h in held for g in h.gpus}
+        assert set(ledger.gpus) == gpus
+        assert set(ledger.ports("n1")) == {h.port for h in held}
+        for namespace in "ab":
+            wanted = Counter(m for h in held if h.namespace == namespace for m in h.models)
+            assert dict(ledger.usage(namespace)) == dict(wanted)
+        assert {f"g{r}" for r in fleet.held_rows().tolist()} == gpus

@@ -81,8 +81,10 @@ def _changes(rng: random.Random, fleet: FleetView, names: list[str], steps: int)
             fleet.hold(f"n{rng.randrange(8)}-{rng.randrange(4)}", held=rng.random() < 0.6)
         elif action < 0.72:
             fleet.cordoned = frozenset(rng.sample(names, 2))
-        elif action < 0.75:
-            fleet.hold_only({f"n{rng.randrange(8)}-{g}" for g in range(2)})
+        elif action < 0.75:  # a snapshot of the committed rows: many holds change at once
+            held = {f"n{rng.randrange(8)}-{g}" for g in range(2)}
+            for uuid in list(fleet.row):
+                fleet.hold(uuid, held=uuid in held)
         elif action < 0.77:  # a GPU shows up on another node (or a new one)
             fleet.apply(_record(rng, rng.randrange(9), 5, now))
         else:

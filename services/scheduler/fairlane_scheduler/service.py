@@ -93,12 +93,15 @@ class PlacementService:
         return self.ledger.gpus
 
     async def resync(self) -> None:
-        """Read what every replica committed: live holdings, quotas, cordons."""
+        """Read what every replica committed: live holdings (those the ledger does not
+        know yet), quotas, cordons."""
         since = self.ledger.seq
-        holdings = await self._store.holdings()
-        self.ledger.replace(holdings, since)
+        live = await self._store.live_ids()
+        unknown = self.ledger.unknown(live)
+        holdings = await self._store.holdings(unknown) if unknown else []
+        self.ledger.replace(live, holdings, since)
         self._quotas = await self._store.quotas()
-        self._fleet.cordoned = frozenset(await self._store.cordoned())
+        self._set_cordoned(await self._store.cordoned())
 
     async def place(self, request: PlacementRequest) -> tuple[Placement, bool]:
         """The placement for ``request`` and whether it was created now (False: the original
@@ -212,11 +215,17 @@ class PlacementService:
 
     async def cordon(self, node: str, reason: str) -> None:
         await self._store.cordon(node, reason)
-        self._fleet.cordoned = frozenset(await self._store.cordoned())
+        self._set_cordoned(await self._store.cordoned())
 
     async def uncordon(self, node: str) -> None:
         await self._store.uncordon(node)
-        self._fleet.cordoned = frozenset(await self._store.cordoned())
+        self._set_cordoned(await self._store.cordoned())
+
+    def _set_cordoned(self, nodes: Collection[str]) -> None:
+        """A new set only when it changed: the per-node summaries re-read every node's
+        stamp when the set is replaced (core/node_summary.py)."""
+        if (cordoned := frozenset(nodes)) != self._fleet.cordoned:
+            self._fleet.cordoned = cordoned
 
     async def ping(self) -> None:
         await self._store.ping()

@@ -10,7 +10,7 @@ outcome; a GPU another live placement holds raises
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -122,8 +122,12 @@ class PlacementStore(Protocol):
     ) -> list[Placement]:
         """Newest first; ``before_ms`` continues after the last page's ``created_at_ms``."""
 
-    async def holdings(self) -> list[Holding]:
-        """What every live placement holds (the committed rows, any replica's)."""
+    async def live_ids(self) -> list[str]:
+        """The ids of every live placement (the committed rows, any replica's)."""
+
+    async def holdings(self, ids: Collection[str] | None = None) -> list[Holding]:
+        """What every live placement holds (the committed rows, any replica's), or
+        those of ``ids`` that are live."""
 
     async def quotas(self) -> dict[str, Quota]: ...
 

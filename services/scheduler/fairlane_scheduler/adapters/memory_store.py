@@ -6,7 +6,7 @@ judged on what is committed) and the events each change writes; nothing is durab
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 
 from fairlane_events.records import PlacementEvent
@@ -180,8 +180,11 @@ class MemoryStore:
         ]
         return sorted(found, key=lambda p: (-p.created_at_ms, p.id))[:limit]
 
-    async def holdings(self) -> list[Holding]:
-        return [Holding.of(p) for p in self._live()]
+    async def live_ids(self) -> list[str]:
+        return [p.id for p in self._live()]
+
+    async def holdings(self, ids: Collection[str] | None = None) -> list[Holding]:
+        return [Holding.of(p) for p in self._live() if ids is None or p.id in ids]
 
     async def quotas(self) -> dict[str, Quota]:
         return dict(self.quota_rows)

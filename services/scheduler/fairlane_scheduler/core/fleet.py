@@ -201,16 +201,6 @@ class FleetView:
             self.held[r] = held
             self._touch(int(self.node[r]))
 
-    def hold_only(self, uuids: Collection[str]) -> None:
-        """Exactly these GPUs are held."""
-        self._held = set(uuids)
-        n = self._n
-        held = np.zeros(n, dtype=bool)
-        held[self.rows_of(self._held)] = True
-        for node in np.unique(self.node[:n][held != self.held[:n]]).tolist():
-            self._touch(node)
-        self.held[:n] = held
-
     def fresh_count(self, now_ms: int, stale_after_s: float) -> int:
         """GPUs whose latest score is neither flagged stale nor older than stale_after_s."""
         n = self._n

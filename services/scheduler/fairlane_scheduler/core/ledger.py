@@ -11,6 +11,12 @@ Kept exact from two sources: this replica's own committed changes (:meth:`commit
 (:meth:`replace`), which bring other replicas' changes. A snapshot read while own changes
 were committing could miss them; those are journaled with a sequence number and
 re-applied over any snapshot that started before them.
+
+A snapshot is the ids of the live placements and the holdings of those this ledger did
+not know (:meth:`unknown`): what a committed placement holds never changes, so a full
+cluster's snapshot (12,500 live placements at 100k GPUs) reads ids, not GPUs, and
+indexes only what started or ended since the last one. Rebuilding every index from the
+whole snapshot cost ~90 ms of CPU there, each second (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -30,14 +36,9 @@ class HeldMask(Protocol):
 
     def hold(self, uuid: str, *, held: bool = True) -> None: ...
 
-    def hold_only(self, uuids: Collection[str]) -> None: ...
-
 
 class _NoMask:
     def hold(self, uuid: str, *, held: bool = True) -> None:
-        pass
-
-    def hold_only(self, uuids: Collection[str]) -> None:
         pass
 
 
@@ -72,7 +73,7 @@ class Ledger:
         self._committed: dict[str, Holding] = {}
         self._reserved: dict[str, Holding] = {}
         self._gpus: dict[str, str] = {}  # uuid -> placement id, committed and reserved
-        self._ports: dict[str, set[int]] = {}  # master node -> ports held there
+        self._ports: dict[str, Counter[int]] = {}  # master node -> holdings per port there
         self._usage: dict[str, Counter[str]] = {}  # namespace -> GPUs per model
         self._journal: list[tuple[int, Holding, bool]] = []  # (seq, holding, live after)
         self.seq = 0  # own committed changes so far
@@ -84,7 +85,7 @@ class Ledger:
         return self._gpus.keys()
 
     def ports(self, node: str) -> Collection[int]:
-        return self._ports.get(node, set())
+        return self._ports.get(node, {}).keys()
 
     def usage(self, namespace: str) -> Mapping[str, int]:
         """GPUs per model the namespace holds or has reserved."""
@@ -125,27 +126,36 @@ class Ledger:
             self._apply(holding, live=False)
             self._log(holding, live=False)
 
-    def replace(self, committed: Iterable[Holding], since_seq: int) -> None:
-        """Take a snapshot of every live placement, read after own change ``since_seq``:
-        own changes after it are applied again (the snapshot may or may not show them);
+    def unknown(self, live: Iterable[str]) -> list[str]:
+        """Of the ``live`` placement ids, those this ledger holds no committed entry for:
+        the holdings a snapshot must read."""
+        committed = self._committed
+        return [pid for pid in live if pid not in committed]
+
+    def replace(self, live: Iterable[str], holdings: Iterable[Holding], since_seq: int) -> None:
+        """Take a snapshot of the live placements, read after own change ``since_seq``:
+        their ids, and the holdings of at least those :meth:`unknown` named (a live id
+        with neither ended meanwhile: the next snapshot tells). Own changes after
+        ``since_seq`` are applied again (the snapshot may or may not show them);
         reservations stay. A snapshot older than one already taken is ignored: the
         journal it would need was trimmed."""
         if since_seq < self._since:
             return
         self._since = since_seq
-        self._committed = {h.placement_id: h for h in committed}
+        read = {h.placement_id: h for h in holdings}
+        old = self._committed
+        fresh = {pid: h for pid in live if (h := old.get(pid) or read.get(pid)) is not None}
         self._journal = [entry for entry in self._journal if entry[0] > since_seq]
-        for _, holding, live in self._journal:
-            if live:
-                self._committed[holding.placement_id] = holding
+        for _, holding, alive in self._journal:
+            if alive:
+                fresh[holding.placement_id] = holding
             else:
-                self._committed.pop(holding.placement_id, None)
-        self._gpus, self._ports, self._usage = {}, {}, {}
-        for holding in (*self._committed.values(), *self._reserved.values()):
-            for gpu in holding.gpus:
-                self._gpus[gpu] = holding.placement_id
-            self._count(holding)
-        self._mask.hold_only(self._gpus.keys())
+                fresh.pop(holding.placement_id, None)
+        self._committed = fresh
+        for pid in old.keys() - fresh.keys():
+            self._unindex(old[pid])
+        for pid in fresh.keys() - old.keys():
+            self._index(fresh[pid])
 
     def _apply(self, holding: Holding, *, live: bool) -> None:
         held = self._committed.pop(holding.placement_id, None)
@@ -166,7 +176,7 @@ class Ledger:
         self._count(holding)
 
     def _count(self, holding: Holding) -> None:
-        self._ports.setdefault(holding.master, set()).add(holding.port)
+        self._ports.setdefault(holding.master, Counter())[holding.port] += 1
         self._usage.setdefault(holding.namespace, Counter()).update(holding.models)
 
     def _unindex(self, holding: Holding) -> None:
@@ -175,8 +185,10 @@ class Ledger:
                 del self._gpus[gpu]
                 self._mask.hold(gpu, held=False)
         ports = self._ports.get(holding.master)
-        if ports is not None:
-            ports.discard(holding.port)
+        if ports is not None and holding.port in ports:
+            ports[holding.port] -= 1
+            if ports[holding.port] <= 0:
+                del ports[holding.port]
             if not ports:
                 del self._ports[holding.master]
         usage = self._usage.get(holding.namespace)
