@@ -5,6 +5,9 @@
    commit rate pgbench measures on the same Postgres in the same run.
 2. Extender filter + prioritize latency (p99) for 5,000 candidate nodes.
 3. Scheduler RSS with the largest fleet loaded.
+4. Item 1 once more at the largest size with 90 % of its nodes held by another
+   replica's live placements (a full cluster: each replica's snapshot of the committed
+   rows reads them every second).
 
 The scheduler runs in this process (its real lifespan: scores follower, pool, relay,
 housekeeping) behind httpx's ASGI transport, so HTTP parsing is in and sockets are out,
@@ -41,6 +44,7 @@ from fairlane_events.codec import encode
 from fairlane_events.records import GpuScore
 from fairlane_events.topics import GPU_SCORES
 from fairlane_runtime.kafka import ensure_topics
+from fairlane_scheduler.adapters.migrations import apply_migrations, load_migrations
 from fairlane_scheduler.app import create_app
 from fairlane_scheduler.settings import SchedulerSettings
 
@@ -182,6 +186,37 @@ async def publish_fleet(bootstrap: str, prefix: str, gpus: int) -> None:
         await producer.stop()
 
 
+async def hold_for_another_replica(dsn: str, prefix: str, nodes: int) -> None:
+    """Live placements of another replica on every GPU of the fleet's first ``nodes``
+    nodes (one 8-GPU placement a node), written before the scheduler starts: a full
+    cluster, whose live rows each replica's snapshot of the committed rows reads."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        await apply_migrations(conn, load_migrations())
+        await conn.execute(
+            """INSERT INTO placements (id, namespace, job_id, request, request_sha256, state,
+                                       assignment, master_node, master_port)
+               SELECT gen_random_uuid(), 'other', 'held-' || n, '{}', 'f', 'placed', '[]',
+                      $1 || '-' || lpad(n::text, 5, '0'), 29500
+                 FROM generate_series(0, $2 - 1) AS n""",
+            prefix,
+            nodes,
+        )
+        await conn.execute(
+            """INSERT INTO allocations (placement_id, node, gpu_uuid, gpu_index, score,
+                                        namespace, model)
+               SELECT p.id, p.master_node,
+                      'GPU-' || $1 || '-' || ($2 * substr(p.job_id, 6)::int + g), g, 0.9,
+                      'other', 'H100-80GB'
+                 FROM placements AS p, generate_series(0, $2 - 1) AS g""",
+            prefix,
+            GPUS_PER_NODE,
+        )
+        await conn.execute("ANALYZE")
+    finally:
+        await conn.close()
+
+
 async def trivial_ceiling(args: argparse.Namespace) -> dict[str, float]:
     """Place + release pairs/s against :func:`trivial_app`: same transport, same clients."""
     app = trivial_app()
@@ -193,10 +228,23 @@ async def trivial_ceiling(args: argparse.Namespace) -> dict[str, float]:
     return result | {"cpu_ms_per_pair": cpu_ms / max(result["placed"], 1)}
 
 
-async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
+async def fresh_fleet(args: argparse.Namespace, gpus: int, held_share: float) -> tuple[str, str]:
+    """A fleet of ``gpus`` on the broker and a new database, ``held_share`` of the nodes
+    held by another replica's live placements: the fleet's name prefix and the DSN."""
     prefix = f"b{gpus}-{uuid.uuid4().hex[:6]}"
     await publish_fleet(args.bootstrap, prefix, gpus)
     dsn = await fresh_database(args.database_url)
+    if held_share:
+        await hold_for_another_replica(dsn, prefix, int(gpus // GPUS_PER_NODE * held_share))
+    return prefix, dsn
+
+
+async def run_size(
+    args: argparse.Namespace, gpus: int, held_share: float = 0.0
+) -> dict[str, float]:
+    """The 16-client load and the one-client latency at ``gpus`` GPUs, ``held_share`` of
+    the nodes held by another replica's live placements."""
+    prefix, dsn = await fresh_fleet(args, gpus, held_share)
     settings = SchedulerSettings(
         kafka_bootstrap_servers=args.bootstrap,
         database_url=dsn,
@@ -246,7 +294,7 @@ async def run_size(args: argparse.Namespace, gpus: int) -> dict[str, float]:
             result["pg_cpu_ms_per_pair"] = 1000 * (pg_ended - pg_started) / max(result["placed"], 1)
         one = await load([AsgiClient(client)], 1, min(args.seconds, 3.0))
         result |= {"one_p50_ms": one["p50_ms"], "one_p99_ms": one["p99_ms"]}
-        if args.extender_calls and gpus >= args.extender_nodes * GPUS_PER_NODE:
+        if args.extender_calls and not held_share and gpus >= args.extender_nodes * GPUS_PER_NODE:
             names = sorted({g.node for g in fleet.records.values() if g.node.startswith(prefix)})
             pod = {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}
             call = {"Pod": pod, "NodeNames": names[: args.extender_nodes]}
@@ -272,6 +320,13 @@ async def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--extender-nodes", type=int, default=5000)
     parser.add_argument("--extender-calls", type=int, default=200)
+    parser.add_argument(
+        "--held-share",
+        type=float,
+        default=0.9,
+        help="once more at the largest size, this share of its nodes held by another "
+        "replica's live placements (a full cluster); 0: skip",
+    )
     parser.add_argument("--http-gpus", type=int, default=10000, help="0: skip real HTTP")
     parser.add_argument("--http-port", type=int, default=28590)
     parser.add_argument(
@@ -283,7 +338,11 @@ async def main() -> None:
     commit_tps = pgbench_tps(args.database_url, args.clients, int(args.seconds))
     print(f"pgbench simple-update, {args.clients} clients: {commit_tps:,.0f} commits/s (durable)")
     print(f"rss at start: {rss_mib():.0f} MiB, pid {os.getpid()}")
-    for gpus in (int(s) for s in args.sizes.split(",")):
+    sizes = [int(s) for s in args.sizes.split(",")]
+    cases = [(gpus, 0.0) for gpus in sizes]
+    if args.held_share:
+        cases.append((max(sizes), args.held_share))
+    for gpus, held_share in cases:
         # The ceiling right before each size: on a shared machine the load drifts.
         ceiling = await trivial_ceiling(args)
         print(
@@ -291,9 +350,10 @@ async def main() -> None:
             f"place+release pairs/s, POST p50 {ceiling['p50_ms']:.2f} ms "
             f"p99 {ceiling['p99_ms']:.2f} ms, CPU {ceiling['cpu_ms_per_pair']:.2f} ms per pair"
         )
-        r = await run_size(args, gpus)
+        r = await run_size(args, gpus, held_share)
+        held = f", {held_share:.0%} of the nodes held by another replica" if held_share else ""
         line = (
-            f"{gpus:>7,} GPUs: {r['placements_per_s']:7.1f} placements/s "
+            f"{gpus:>7,} GPUs{held}: {r['placements_per_s']:7.1f} placements/s "
             f"({r['placements_per_s'] / ceiling['placements_per_s']:.2f} x trivial, "
             f"{r['placements_per_s'] / commit_tps:.3f} x pgbench), "
             f"POST p50 {r['p50_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms "
