@@ -157,7 +157,7 @@ PORTS = PortRange(29500, 29999)
 
 
 async def live_gpus(store: PostgresStore) -> set[str]:
-    return {g for h in await store.holdings() for g in h.gpus}
+    return {g for h in await store.holdings(await store.live_ids()) for g in h.gpus}
 
 
 async def test_placement_round_trips(pool: asyncpg.Pool) -> None:
@@ -168,7 +168,7 @@ async def test_placement_round_trips(pool: asyncpg.Pool) -> None:
     assert got is not None
     assert (got.id, got.job_id, got.nodes, got.fingerprint) == (P1, "job-1", stored.nodes, "f")
     assert await store.find_job("default", "job-1") == got
-    assert await store.holdings() == [
+    assert await store.holdings([P1]) == [
         Holding(P1, "default", "n1", 29500, ("g1", "g2"), ("H100", "H100"))
     ]
     # A snapshot reads the live ids, then the holdings of those it asks for.

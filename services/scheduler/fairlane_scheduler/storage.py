@@ -125,9 +125,9 @@ class PlacementStore(Protocol):
     async def live_ids(self) -> list[str]:
         """The ids of every live placement (the committed rows, any replica's)."""
 
-    async def holdings(self, ids: Collection[str] | None = None) -> list[Holding]:
-        """What every live placement holds (the committed rows, any replica's), or
-        those of ``ids`` that are live."""
+    async def holdings(self, ids: Collection[str]) -> list[Holding]:
+        """What the live placements among ``ids`` hold (the committed rows, any
+        replica's)."""
 
     async def quotas(self) -> dict[str, Quota]: ...
 

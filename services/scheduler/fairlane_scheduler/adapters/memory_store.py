@@ -183,8 +183,8 @@ class MemoryStore:
     async def live_ids(self) -> list[str]:
         return [p.id for p in self._live()]
 
-    async def holdings(self, ids: Collection[str] | None = None) -> list[Holding]:
-        return [Holding.of(p) for p in self._live() if ids is None or p.id in ids]
+    async def holdings(self, ids: Collection[str]) -> list[Holding]:
+        return [Holding.of(p) for p in self._live() if p.id in ids]
 
     async def quotas(self) -> dict[str, Quota]:
         return dict(self.quota_rows)

@@ -50,8 +50,7 @@ _HOLDINGS = """SELECT p.id::text AS id, p.namespace, p.master_node, p.master_por
            array_agg(a.gpu_uuid ORDER BY a.gpu_uuid) AS gpus,
            array_agg(a.model ORDER BY a.gpu_uuid) AS models
     FROM placements p JOIN allocations a ON a.placement_id = p.id AND a.live
-    WHERE p.state = 'placed' AND ($1::uuid[] IS NULL OR p.id = ANY ($1::uuid[]))
-    GROUP BY p.id"""
+    WHERE p.id = ANY ($1::uuid[]) AND p.state = 'placed' GROUP BY p.id"""
 
 
 def _place_args(placement: Placement, request: PlacementRequest) -> list[Any]:
@@ -204,7 +203,7 @@ class PostgresStore:
         rows = await self._fetch("SELECT id::text AS id FROM placements WHERE state = 'placed'")
         return [r["id"] for r in rows]
 
-    async def holdings(self, ids: Collection[str] | None = None) -> list[Holding]:
+    async def holdings(self, ids: Collection[str]) -> list[Holding]:
         return [
             Holding(
                 r["id"],
@@ -214,7 +213,7 @@ class PostgresStore:
                 tuple(r["gpus"]),
                 tuple(r["models"]),
             )
-            for r in await self._fetch(_HOLDINGS, None if ids is None else list(ids))
+            for r in await self._fetch(_HOLDINGS, list(ids))
         ]
 
     async def quotas(self) -> dict[str, Quota]:
