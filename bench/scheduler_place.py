@@ -46,6 +46,7 @@ from fairlane_events.topics import GPU_SCORES
 from fairlane_runtime.kafka import ensure_topics
 from fairlane_scheduler.adapters.migrations import apply_migrations, load_migrations
 from fairlane_scheduler.app import create_app
+from fairlane_scheduler.service import PlacementService
 from fairlane_scheduler.settings import SchedulerSettings
 
 GPUS_PER_NODE = 8
@@ -239,6 +240,28 @@ async def fresh_fleet(args: argparse.Namespace, gpus: int, held_share: float) ->
     return prefix, dsn
 
 
+def _writes(service: PlacementService, since: dict[str, float] | None = None) -> dict[str, float]:
+    """The service's writes so far (or since ``since``): placements and releases per
+    write, and the writes Postgres refused for a GPU or port (conflicts, retried)."""
+    writes, carried = service.group_commits
+    ends, ended = service.group_ends
+    now = {
+        "writes": writes,
+        "carried": carried,
+        "ends": ends,
+        "ended": ended,
+        "conflicts": service.conflicts,
+    }
+    if since is None:
+        return now
+    grew = {name: value - since[name] for name, value in now.items()}
+    return {
+        "per_write": grew["carried"] / max(grew["writes"], 1),
+        "ends_per_write": grew["ended"] / max(grew["ends"], 1),
+        "conflicts": grew["conflicts"],
+    }
+
+
 async def run_size(
     args: argparse.Namespace, gpus: int, held_share: float = 0.0
 ) -> dict[str, float]:
@@ -266,8 +289,7 @@ async def run_size(
         result["rss_mib"] = rss_mib()
         result["view_gpus"] = len(fleet)  # the topic keeps earlier sizes' fleets too
         service = app.state.runtime.service
-        writes_before, carried_before = service.group_commits
-        ends_before, ended_before = service.group_ends
+        writes_before = _writes(service)
         profile = cProfile.Profile() if args.profile else None
         pg_started = await postgres_cpu_s(dsn)
         cpu_started = time.process_time()
@@ -282,10 +304,7 @@ async def run_size(
         result["gc_ms_per_pair"] = 1000 * collector.total_s / placed
         result["gc_full_ms_per_pair"] = 1000 * collector.full_s / placed
         result["gc_full"] = collector.full
-        writes, carried = service.group_commits
-        result["per_write"] = (carried - carried_before) / max(writes - writes_before, 1)
-        ends, ended = service.group_ends
-        result["ends_per_write"] = (ended - ended_before) / max(ends - ends_before, 1)
+        result |= _writes(service, since=writes_before)
         result["cpu_ms_per_pair"] = (
             1000 * (time.process_time() - cpu_started) / max(result["placed"], 1)
         )
@@ -367,7 +386,8 @@ async def main() -> None:
             f"Postgres {r.get('pg_cpu_ms_per_pair', float('nan')):.2f} ms), "
             f"GC {r['gc_ms_per_pair']:.3f} ms per pair ({r['gc_full']:.0f} gen-2 "
             f"collections: {r['gc_full_ms_per_pair']:.3f} ms), "
-            f"{r['per_write']:.1f} placements and {r['ends_per_write']:.1f} releases per write, "
+            f"{r['per_write']:.1f} placements and {r['ends_per_write']:.1f} releases per write "
+            f"({r['conflicts']:.0f} refused), "
             f"RSS {r['rss_mib']:.0f} MiB with {r['view_gpus']:,} GPUs in the view"
         )
         if "extender_p99_ms" in r:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The benchmarks of docs/benchmarks.md, each run RUNS times, on servers of their own.
 #
-#   scripts/bench.sh [scorer|extender|place ...]   (default: all three; `make bench`)
+#   scripts/bench.sh [scorer|extender|place|floor ...]   (default: the first three; `make bench`)
 #
 # Starts a Kafka broker and a durable Postgres (fsync and synchronous commits on) on
 # ports of their own, below the kernel's ephemeral range, and stops them at the end.
@@ -98,11 +98,20 @@ bench_place() {
   done
 }
 
+# The scheduler as it serves and with a decision that costs nothing, interleaved: what
+# work on the decision could gain at most (bench/scheduler_floor.py). Not in the default.
+bench_floor() {
+  PG_DURABLE=1 scripts/postgres.sh up >/dev/null
+  fresh_kafka
+  logged floor $PY -m bench.scheduler_floor --bootstrap "$BOOTSTRAP" \
+    --database-url "$DATABASE_URL" --gpus 1000 --runs "$RUNS"
+}
+
 for bench in "${BENCHES[@]}"; do
   case $bench in
-    scorer | extender | place) "bench_$bench" ;;
+    scorer | extender | place | floor) "bench_$bench" ;;
     *)
-      echo "bench.sh: unknown bench '$bench' (scorer, extender, place)" >&2
+      echo "bench.sh: unknown bench '$bench' (scorer, extender, place, floor)" >&2
       exit 2
       ;;
   esac
