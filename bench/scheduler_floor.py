@@ -90,7 +90,7 @@ async def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--runs", type=int, default=3, help="interleaved pairs")
     args = parser.parse_args()
-    args.extender_calls, args.profile = 0, None  # what run_size reads besides
+    args.extender_calls, args.profile, args.client = 0, None, "httpx"  # run_size reads them
     logging.basicConfig(level=logging.ERROR)
     await ensure_topics(args.bootstrap)
     commit_tps = pgbench_tps(args.database_url, args.clients, int(args.seconds))

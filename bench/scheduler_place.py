@@ -37,7 +37,7 @@ import numpy as np
 import uvloop
 from aiokafka import AIOKafkaProducer
 
-from bench.place_load import AsgiClient, load, percentile
+from bench.place_load import in_process_client, load, percentile
 from bench.scheduler_http import run_replicas, trivial_http
 from bench.trivial_app import trivial_app
 from fairlane_events.codec import encode
@@ -220,11 +220,11 @@ async def hold_for_another_replica(dsn: str, prefix: str, nodes: int) -> None:
 
 async def trivial_ceiling(args: argparse.Namespace) -> dict[str, float]:
     """Place + release pairs/s against :func:`trivial_app`: same transport, same clients."""
-    app = trivial_app()
-    transport = httpx.ASGITransport(app=app)
+    transport = httpx.ASGITransport(app=trivial_app())
     async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
         cpu_started = time.process_time()
-        result = await load([AsgiClient(client)], args.clients, args.seconds)
+        loop = in_process_client(client, transport, args.client)
+        result = await load([loop], args.clients, args.seconds)
     cpu_ms = 1000 * (time.process_time() - cpu_started)
     return result | {"cpu_ms_per_pair": cpu_ms / max(result["placed"], 1)}
 
@@ -245,7 +245,7 @@ def _writes(service: PlacementService, since: dict[str, float] | None = None) ->
     write, and the writes Postgres refused for a GPU or port (conflicts, retried)."""
     writes, carried = service.group_commits
     ends, ended = service.group_ends
-    now = {
+    now: dict[str, float] = {
         "writes": writes,
         "carried": carried,
         "ends": ends,
@@ -276,13 +276,13 @@ async def run_size(
         stale_after_s=3600,
     )
     app = create_app(settings)
+    transport = httpx.ASGITransport(app=app)
     result: dict[str, float] = {"gpus": gpus}
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://bench"
-        ) as client,
+        httpx.AsyncClient(transport=transport, base_url="http://bench") as client,
     ):
+        clients = [in_process_client(client, transport, args.client)]
         fleet = app.state.runtime.fleet
         while sum(1 for u in fleet.row if u.startswith(f"GPU-{prefix}-")) < gpus:  # noqa: ASYNC110
             await asyncio.sleep(0.5)
@@ -296,7 +296,7 @@ async def run_size(
         if profile is not None:
             profile.enable()
         with GcClock() as collector:
-            result |= await load([AsgiClient(client)], args.clients, args.seconds)
+            result |= await load(clients, args.clients, args.seconds)
         if profile is not None:
             profile.disable()
             profile.dump_stats(f"{args.profile}.{gpus}")
@@ -311,7 +311,7 @@ async def run_size(
         pg_ended = await postgres_cpu_s(dsn)
         if pg_started is not None and pg_ended is not None:
             result["pg_cpu_ms_per_pair"] = 1000 * (pg_ended - pg_started) / max(result["placed"], 1)
-        one = await load([AsgiClient(client)], 1, min(args.seconds, 3.0))
+        one = await load(clients, 1, min(args.seconds, 3.0))
         result |= {"one_p50_ms": one["p50_ms"], "one_p99_ms": one["p99_ms"]}
         if args.extender_calls and not held_share and gpus >= args.extender_nodes * GPUS_PER_NODE:
             names = sorted({g.node for g in fleet.records.values() if g.node.startswith(prefix)})
@@ -345,6 +345,14 @@ async def main() -> None:
         default=0.9,
         help="once more at the largest size, this share of its nodes held by another "
         "replica's live placements (a full cluster); 0: skip",
+    )
+    parser.add_argument(
+        "--client",
+        choices=("httpx", "transport"),
+        default="httpx",
+        help="the in-process load's client, for the trivial endpoint and the scheduler "
+        "alike: httpx.AsyncClient on the ASGI transport (the targets' harness), or the "
+        "bare transport (a lighter harness)",
     )
     parser.add_argument("--http-gpus", type=int, default=10000, help="0: skip real HTTP")
     parser.add_argument("--http-port", type=int, default=28590)
