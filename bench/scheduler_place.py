@@ -11,7 +11,9 @@
 
 The scheduler runs in this process (its real lifespan: scores follower, pool, relay,
 housekeeping) behind httpx's ASGI transport, so HTTP parsing is in and sockets are out,
-on uvloop as the scheduler serves. The real-HTTP part then runs it as its own processes.
+on uvloop as the scheduler serves (``--client transport``: the same transport without
+``httpx.AsyncClient`` in front, a lighter harness for both the trivial endpoint and the
+scheduler). The real-HTTP part then runs it as its own processes.
 Run it against a broker and a durable Postgres of its own (see docs/benchmarks.md).
 """
 
