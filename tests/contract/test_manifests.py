@@ -165,3 +165,12 @@ def test_the_api_token_secret_is_mounted_read_only_for_rotation() -> None:
     # Group-readable through fsGroup: the files are root's, the process is uid 10001.
     assert _pod_spec(workload)["securityContext"]["fsGroup"] == 10001
     assert volume["secret"]["defaultMode"] & 0o007 == 0
+
+
+def test_the_scheduler_shares_the_nodes_among_as_many_replicas_as_it_runs() -> None:
+    """Each replica prefers its own share of the nodes (docs/scheduler.md); a share count
+    other than the StatefulSet's replicas would leave shares unserved or doubled."""
+    scheduler = PODS["fairlane-scheduler"]
+    (container,) = (c for c in _containers(scheduler) if c["name"] == "scheduler")
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert int(env["FAIRLANE_REPLICAS"]) == scheduler["spec"]["replicas"]
