@@ -318,7 +318,7 @@ async def test_two_replicas_batches_in_opposite_node_orders_do_not_deadlock(
                     PORTS,
                 )
             )
-            await _until_one_waits_for_a_lock(replica_a)
+            await _until_waiting_for_locks(replica_a, 1)
             a_on_n2 = [(placement(a2, "a2", ["n2-g0"], node="n2"), REQUEST)]
             await replica_a.fetch(_PLACE_MANY, *_place_columns(a_on_n2, PORTS))
         assert await replica_b == [None, None]  # both GPUs lost to A, no deadlock
@@ -327,16 +327,60 @@ async def test_two_replicas_batches_in_opposite_node_orders_do_not_deadlock(
     assert await live_gpus(store) == {"n1-g0", "n2-g0"}
 
 
-async def _until_one_waits_for_a_lock(conn: asyncpg.Connection) -> None:
+async def test_a_single_placement_takes_its_gpus_in_the_order_batches_do(
+    pool: asyncpg.Pool, database_url: str
+) -> None:
+    """A batch written set-based takes its GPUs by node and GPU id (0012); a single
+    placement took them in its own order (by GPU index). Here the batch holds n1-a and
+    waits for n1-m (another transaction's), while the single one, whose index order is
+    n1-z then n1-a, held n1-z and waited for n1-a: once n1-m is free the batch waits
+    for n1-z, a cycle that Postgres broke after deadlock_timeout. In one order, the
+    single placement waits for n1-a holding no GPU, and simply loses it."""
+    store = PostgresStore(pool)
+    holder = await asyncpg.connect(database_url)
+    try:
+        async with holder.transaction():
+            in_the_way = [(placement(P3, "x", ["n1-m"], port=29502), REQUEST)]
+            await holder.fetch(_PLACE_MANY, *_place_columns(in_the_way, PORTS))
+            batch = asyncio.create_task(
+                store.create_many(
+                    [(placement(P1, "s", ["n1-a", "n1-m", "n1-z"], port=29501), REQUEST)], PORTS
+                )
+            )
+            await _until_waiting_for_locks(holder, 1)
+            single = asyncio.create_task(
+                store.create(placement(P2, "p", ["n1-z", "n1-a"]), REQUEST, PORTS)
+            )
+            await _until_waiting_for_locks(holder, 2)
+            raise _RollBackError
+    except _RollBackError:
+        pass
+    finally:
+        await holder.close()
+    (written,) = await batch
+    assert isinstance(written, Written)
+    with pytest.raises(AllocationConflictError) as lost:
+        await single
+    assert "deadlock" not in str(lost.value)  # lost its race, not a cycle
+    assert await live_gpus(store) == {"n1-a", "n1-m", "n1-z"}
+
+
+class _RollBackError(Exception):
+    """Leaves a transaction block, rolling it back."""
+
+
+async def _until_waiting_for_locks(conn: asyncpg.Connection, sessions: int) -> None:
     for _ in range(200):
+        # Inside a transaction the statistics read first would be read again (PG 15).
+        await conn.execute("SELECT pg_stat_clear_snapshot()")
         waiting = await conn.fetchval(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND state = 'active' AND datname = current_database()"
         )
-        if waiting:
+        if waiting >= sessions:
             return
         await asyncio.sleep(0.02)
-    raise AssertionError("replica B's batch never waited for replica A's rows")
+    raise AssertionError(f"fewer than {sessions} statements ever waited for a lock")
 
 
 async def test_a_batch_of_endings_answers_each_as_one_ending_would(pool: asyncpg.Pool) -> None:

@@ -12,7 +12,7 @@ import asyncpg
 import orjson
 
 from fairlane_events.codec import encode
-from fairlane_events.records import NodeAssignment
+from fairlane_events.records import GpuSlot, NodeAssignment
 from fairlane_scheduler import storage
 from fairlane_scheduler.core.placements import (
     EventKind,
@@ -67,9 +67,11 @@ def lease_of(placement: Placement) -> datetime | None:
 
 def write_args(placement: Placement, kind: EventKind, ts_ms: int) -> list[Any]:
     """The arguments every write function takes after the placement's own: master node,
-    proposed port, assignment, event, and one array per allocation column."""
+    proposed port, assignment, event, and one array per allocation column, by node and
+    GPU id: the order a set-based batch takes them in (0012), so that a placement written
+    alone and a batch never each hold a GPU the other waits for."""
     master = placement.nodes[0] if placement.nodes else None
-    gpus = [(n.node, g) for n in placement.nodes for g in n.gpus]
+    gpus = sorted(((n.node, g) for n in placement.nodes for g in n.gpus), key=_node_and_id)
     event = placement_event(placement, kind, ts_ms, _why(placement))
     return [
         None if master is None else master.master_addr,
@@ -82,6 +84,10 @@ def write_args(placement: Placement, kind: EventKind, ts_ms: int) -> list[Any]:
         [placement.gpu_scores[g.uuid] for _, g in gpus],
         [placement.gpu_models.get(g.uuid, "") for _, g in gpus],
     ]
+
+
+def _node_and_id(gpu: tuple[str, GpuSlot]) -> tuple[str, str]:
+    return gpu[0], gpu[1].uuid
 
 
 def outcome_of(row: Mapping[str, Any], placement: Placement) -> storage.WriteOutcome:
