@@ -339,22 +339,21 @@ async def test_a_single_placement_takes_its_gpus_in_the_order_batches_do(
     store = PostgresStore(pool)
     holder = await asyncpg.connect(database_url)
     try:
-        async with holder.transaction():
-            in_the_way = [(placement(P3, "x", ["n1-m"], port=29502), REQUEST)]
-            await holder.fetch(_PLACE_MANY, *_place_columns(in_the_way, PORTS))
-            batch = asyncio.create_task(
-                store.create_many(
-                    [(placement(P1, "s", ["n1-a", "n1-m", "n1-z"], port=29501), REQUEST)], PORTS
-                )
+        in_the_way = holder.transaction()
+        await in_the_way.start()
+        holding = [(placement(P3, "x", ["n1-m"], port=29502), REQUEST)]
+        await holder.fetch(_PLACE_MANY, *_place_columns(holding, PORTS))
+        batch = asyncio.create_task(
+            store.create_many(
+                [(placement(P1, "s", ["n1-a", "n1-m", "n1-z"], port=29501), REQUEST)], PORTS
             )
-            await _until_waiting_for_locks(holder, 1)
-            single = asyncio.create_task(
-                store.create(placement(P2, "p", ["n1-z", "n1-a"]), REQUEST, PORTS)
-            )
-            await _until_waiting_for_locks(holder, 2)
-            raise _RollBackError
-    except _RollBackError:
-        pass
+        )
+        await _until_waiting_for_locks(holder, 1)
+        single = asyncio.create_task(
+            store.create(placement(P2, "p", ["n1-z", "n1-a"]), REQUEST, PORTS)
+        )
+        await _until_waiting_for_locks(holder, 2)
+        await in_the_way.rollback()  # n1-m is free
     finally:
         await holder.close()
     (written,) = await batch
@@ -363,10 +362,6 @@ async def test_a_single_placement_takes_its_gpus_in_the_order_batches_do(
         await single
     assert "deadlock" not in str(lost.value)  # lost its race, not a cycle
     assert await live_gpus(store) == {"n1-a", "n1-m", "n1-z"}
-
-
-class _RollBackError(Exception):
-    """Leaves a transaction block, rolling it back."""
 
 
 async def _until_waiting_for_locks(conn: asyncpg.Connection, sessions: int) -> None:
