@@ -34,6 +34,26 @@ DIR=${FAIRLANE_STATE_DIR:-$ROOT/.local}/k8s-$API_PORT
 die() { echo "k8s.sh: $*" >&2; exit 1; }
 say() { echo "k8s.sh: $*" >&2; }
 
+# what, command...: run it with its output kept; on failure one line says what failed and
+# its last words (the Go module proxy's refusal, usually), not the whole log.
+quietly() {
+  local what=$1 out; shift
+  out=$("$@" 2>&1) && return 0
+  die "$what failed (Go module proxy $(go env GOPROXY)): $(tail -n 1 <<<"$out")"
+}
+
+# module@version into Go's module cache; its `go mod download -json` on stdout. A proxy
+# that refuses or cannot be reached is one line naming the proxy and its answer.
+download() {
+  local out why
+  out=$(cd "$WORK" && GOFLAGS=-mod=mod go mod download -json "$1" 2>&1) && {
+    echo "$out"
+    return 0
+  }
+  why=$(sed -n 's/^[[:space:]]*"Error": "\(.*\)",*$/\1/p' <<<"$out" | sed 's/\\"/"/g' | head -n 1)
+  die "cannot download $1 from the Go module proxy $(go env GOPROXY): ${why:-$(tail -n 1 <<<"$out")}"
+}
+
 built() {
   local b
   for b in "${BINARIES[@]}"; do [[ -x $CACHE/bin/$b ]] || return 1; done
@@ -45,9 +65,7 @@ staging_version() { echo "v0.${K8S_VERSION#v1.}"; }
 build_kubernetes() {
   local work=$1 src staging
   staging=$(staging_version)
-  say "downloading k8s.io/kubernetes@$K8S_VERSION ..."
-  src=$(cd "$work" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$K8S_VERSION" |
-    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  src=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$(download "k8s.io/kubernetes@$K8S_VERSION")")
   [[ -d $src ]] || die "go mod download gave no source directory"
   cp -r "$src" "$work/kubernetes"
   chmod -R u+w "$work/kubernetes"
@@ -69,25 +87,34 @@ build_kubernetes() {
 build_etcd() {
   local work=$1
   mkdir -p "$work/etcd" && cd "$work/etcd"
-  go mod init fairlane.local/etcd-build >/dev/null 2>&1
+  quietly "go mod init" go mod init fairlane.local/etcd-build
   say "building etcd $ETCD_VERSION ..."
-  GOWORK=off GOFLAGS=-mod=mod go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null 2>&1
+  GOWORK=off GOFLAGS=-mod=mod quietly "fetching etcd's modules" \
+    go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
   GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" \
     -o "$CACHE/bin.tmp/etcd" go.etcd.io/etcd/server/v3
 }
 
 cmd_build() {
   if built; then say "cached in $CACHE/bin"; return 0; fi
-  command -v go >/dev/null || die "go not found (Go >= 1.26 builds Kubernetes ${K8S_VERSION})"
+  command -v go >/dev/null ||
+    die "go not found: Go >= 1.26 builds the tests' Kubernetes $K8S_VERSION (https://go.dev/dl/)"
+  say "building the Kubernetes control plane once (etcd $ETCD_VERSION, kube-apiserver and" \
+    "kube-scheduler $K8S_VERSION) from the Go module proxy: about 10 min on 2 cores;" \
+    "cached in $CACHE"
+  local started=$SECONDS
   WORK=$(mktemp -d)
   trap 'chmod -R u+w "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
   local work=$WORK
+  (cd "$work" && quietly "go mod init" go mod init fairlane.local/k8s-build)
+  # The first download says at once whether the proxy answers, before any build starts.
+  say "downloading k8s.io/kubernetes@$K8S_VERSION ..."
+  download "k8s.io/kubernetes@$K8S_VERSION" >/dev/null
   mkdir -p "$CACHE/bin.tmp"
-  (cd "$work" && go mod init fairlane.local/k8s-build >/dev/null 2>&1)
   (build_etcd "$work")
   (build_kubernetes "$work")
   rm -rf "$CACHE/bin" && mv "$CACHE/bin.tmp" "$CACHE/bin"
-  say "built: $(ls "$CACHE/bin" | tr '\n' ' ')in $CACHE/bin"
+  say "built in $((SECONDS - started)) s: $(ls "$CACHE/bin" | tr '\n' ' ')in $CACHE/bin"
 }
 
 # --- up / down ---------------------------------------------------------------------------

@@ -41,7 +41,8 @@ trap 'kill "$unit" 2>/dev/null; rm -f "$log"' EXIT
 # e2e before integration, the order one pytest over tests/ had: the scorer's kill -9
 # test leaves future-dated (never stale) scores on the shared broker, which the live
 # evaluation would otherwise find as a foreign fleet (it refuses to run on one).
-"$PY" -m pytest tests/e2e tests/integration "$@"
+# --durations: where the server half's time goes (docs/architecture.md, "Testing").
+"$PY" -m pytest tests/e2e tests/integration --durations=20 "$@"
 servers=$?
 wait "$unit"
 serverless=$?

@@ -10,7 +10,12 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from fairlane_runtime.kafka import ensure_topics
-from tests.kube import ControlPlane, control_plane
+from tests.kube import (
+    ControlPlane,
+    ControlPlaneBuildError,
+    build_control_plane,
+    control_plane,
+)
 from tests.processes import free_port
 from tests.servers import create_database, drop_database, kafka_server, postgres_server
 
@@ -19,6 +24,20 @@ from tests.servers import create_database, drop_database, kafka_server, postgres
 # busy 2-core machine (CI, or the server-less half of `make test` at nice 19).
 settings.register_profile("fairlane", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("fairlane")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the Kubernetes tests' control plane before the first test when any was
+    collected: a first build takes about 10 minutes, more than a test's timeout."""
+    wanted = any("kube_plane" in getattr(item, "fixturenames", ()) for item in session.items)
+    if session.config.option.collectonly or not wanted:
+        return
+    capture = session.config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():  # its progress lines show as they come
+        try:
+            build_control_plane()
+        except ControlPlaneBuildError as exc:
+            pytest.exit(f"the Kubernetes tests cannot run: {exc}", returncode=2)
 
 
 @pytest.fixture(scope="session")
@@ -37,7 +56,7 @@ def postgres_dsn() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def kube_plane() -> Iterator[ControlPlane]:
     """etcd, kube-apiserver and kube-scheduler (tests/kube.py), the extender expected on
-    a port chosen now; built first if the binaries are not cached yet."""
+    a port chosen now; built at collection (pytest_collection_finish)."""
     with control_plane(free_port()) as plane:
         yield plane
 

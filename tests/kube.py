@@ -2,8 +2,10 @@
 kube-scheduler with deploy/'s configuration, no kubelet) and a small client for it.
 
 The binaries are built once from their Go modules and cached outside the clone
-(scripts/k8s.sh build, about 10 minutes on 2 cores); a session without them builds
-them first rather than skipping. Ports: FAIRLANE_TEST_K8S_PORT (etcd; +1 its peer
+(scripts/k8s.sh build, about 10 minutes on 2 cores). A session that collected a
+Kubernetes test builds them before its first test (tests/conftest.py), outside any
+test's timeout, rather than skipping; a build that cannot run stops the session with
+its one-line reason. Ports: FAIRLANE_TEST_K8S_PORT (etcd; +1 its peer
 port), +64 the API server, +128 kube-scheduler's health port (27379, 27443, 27507 by
 default, below the ephemeral range)."""
 
@@ -14,6 +16,7 @@ import json
 import os
 import ssl
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -39,6 +42,28 @@ def _k8s(*args: str, env: dict[str, str]) -> str:
     if done.returncode != 0:
         raise RuntimeError(f"scripts/k8s.sh {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
     return done.stdout
+
+
+class ControlPlaneBuildError(RuntimeError):
+    """scripts/k8s.sh build failed; the message is its last line (why)."""
+
+
+def build_control_plane(env: dict[str, str] | None = None) -> None:
+    """The cached binaries, or their first build (about 10 minutes), its progress lines
+    passed on to stderr as they come."""
+    with subprocess.Popen(
+        [str(ROOT / "scripts/k8s.sh"), "build"],
+        env={**os.environ, **(env or {})},
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as build:
+        assert build.stderr is not None
+        last = ""
+        for line in build.stderr:
+            sys.stderr.write(line)
+            last = line.strip() or last
+    if build.returncode != 0:
+        raise ControlPlaneBuildError(last.removeprefix("k8s.sh: "))
 
 
 @dataclass(frozen=True)
@@ -74,7 +99,6 @@ def control_plane(extender_port: int) -> Iterator[ControlPlane]:
         "K8S_SCHEDULER_PORT": str(TEST_K8S_PORT + 128),
         "FAIRLANE_EXTENDER_URL": f"http://127.0.0.1:{extender_port}/v1/extender",
     }
-    _k8s("build", env=env)
     _k8s("down", "--purge", env=env)
     out = dict(line.split("=", 1) for line in _k8s("up", env=env).splitlines() if "=" in line)
     try:
