@@ -9,9 +9,25 @@ import pytest
 
 from fairlane_events.codec import encode
 from fairlane_events.dead_letter import dead_letter_for
-from fairlane_events.records import GpuSlot, NodeAssignment, PlacementEvent, Record
+from fairlane_events.records import (
+    GpuSlot,
+    GpuSpeed,
+    JobProgress,
+    NodeAssignment,
+    PlacementEvent,
+    RankProgress,
+    Record,
+)
 from fairlane_events.schemas import TOPIC_RECORDS, render_schema, schema_path
-from fairlane_events.topics import ALL_TOPICS, DEAD_LETTER, GPU_SCORES, NODE_SAMPLES, PLACEMENTS
+from fairlane_events.topics import (
+    ALL_TOPICS,
+    DEAD_LETTER,
+    GPU_SCORES,
+    GPU_SPEEDS,
+    JOB_PROGRESS,
+    NODE_SAMPLES,
+    PLACEMENTS,
+)
 from tests.factories import gpu_score, node_sample
 
 EXAMPLES: dict[str, Record] = {
@@ -34,6 +50,29 @@ EXAMPLES: dict[str, Record] = {
                 world_size=1,
             )
         ],
+    ),
+    JOB_PROGRESS: JobProgress(
+        placement_id="p",
+        job_class="compute-bound",
+        ts_ms=1,
+        window_s=60.0,
+        steps_per_s=2.5,
+        ranks=[
+            RankProgress(rank=0, uuid="GPU-1", compute_s_per_step=0.3, steps=150),
+            RankProgress(rank=1, uuid="GPU-2", compute_s_per_step=0.5, steps=150),
+        ],
+    ),
+    GPU_SPEEDS: GpuSpeed(
+        uuid="GPU-2",
+        node="n",
+        model="NVIDIA H100 80GB HBM3",
+        job_class="compute-bound",
+        speed=0.6,
+        low=0.55,
+        high=0.65,
+        reports=12,
+        confidence=0.9,
+        ts_ms=1,
     ),
     DEAD_LETTER: dead_letter_for(
         topic=NODE_SAMPLES, partition=0, offset=0, key=None, value=b"x", error="e", now_ms=1
@@ -65,6 +104,12 @@ def test_schema_rejects_a_missing_field() -> None:
         jsonschema.validate(record, schema)
 
 
-def test_scores_topic_is_compacted() -> None:
-    spec = next(t for t in ALL_TOPICS if t.name == GPU_SCORES)
+@pytest.mark.parametrize("topic", [GPU_SCORES, GPU_SPEEDS])
+def test_current_state_topics_are_compacted(topic: str) -> None:
+    spec = next(t for t in ALL_TOPICS if t.name == topic)
     assert spec.configs["cleanup.policy"] == "compact"
+
+
+def test_progress_is_partitioned_like_the_placements_it_is_joined_with() -> None:
+    parts = {t.name: t.partitions for t in ALL_TOPICS}
+    assert parts[JOB_PROGRESS] == parts[PLACEMENTS]

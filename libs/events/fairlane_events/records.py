@@ -15,7 +15,9 @@ generates records from each schema and its negations and checks both agree):
 - physically impossible values (a negative temperature, a slowdown threshold of 0 or
   below, negative power or clocks) are out of range;
 - the rules a JSON Schema cannot state are few and named in the model's description:
-  ``mem_used_bytes <= mem_total_bytes`` and no GPU uuid twice in one node sample.
+  ``mem_used_bytes <= mem_total_bytes`` and no GPU uuid twice in one node sample; no
+  GPU uuid or rank twice in one job-progress record; ``low <= speed <= high`` in a
+  learned speed.
 """
 
 from __future__ import annotations
@@ -31,9 +33,12 @@ __all__ = [
     "GpuSample",
     "GpuScore",
     "GpuSlot",
+    "GpuSpeed",
+    "JobProgress",
     "NodeAssignment",
     "NodeSample",
     "PlacementEvent",
+    "RankProgress",
     "Record",
 ]
 
@@ -58,6 +63,14 @@ Celsius = Annotated[Float, Field(ge=0, le=250)]  # NVML reports unsigned degrees
 SlowdownCelsius = Annotated[Float, Field(gt=0, le=250)]
 Watts = Annotated[Float, Field(ge=0, le=5000)]
 MHz = Annotated[Float, Field(ge=0, le=10000)]
+PlacementId = Annotated[str, Field(min_length=1, max_length=256)]
+# A job class names a kind of work (``compute-bound``, a model name): a bounded label
+# without "/", which separates it from the GPU uuid in the speeds topic's keys.
+JobClass = Annotated[
+    str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+]
+StepSeconds = Annotated[Float, Field(gt=0, le=86_400)]
+Speed = Annotated[Float, Field(gt=0, le=1000)]
 
 
 class Record(BaseModel):
@@ -196,3 +209,75 @@ class DeadLetter(Record):
     truncated: Bool
 
     model_config = ConfigDict(populate_by_name=True)
+
+
+class RankProgress(Record):
+    """One rank of a job over one window: its GPU and how fast it computed."""
+
+    rank: Annotated[StrictInt, Field(ge=0, lt=2**16), AS_INT]
+    uuid: GpuUuid = Field(description="the GPU the rank ran on (one of its placement's)")
+    compute_s_per_step: StepSeconds = Field(
+        description="compute-only seconds per step, collective waits excluded"
+    )
+    steps: Count = Field(description="steps counted in the window")
+
+
+class JobProgress(Record):
+    """``fairlane.job-progress.v1``, key = placement id: one job's ranks over one window.
+
+    Beyond the schema: no GPU uuid and no rank appears twice in one record.
+    """
+
+    schema_: Literal["job-progress/1"] = Field("job-progress/1", alias="schema")
+    placement_id: PlacementId
+    job_class: JobClass = Field(
+        description="the user's label for the kind of work (compute-bound, a model name)"
+    )
+    ts_ms: EpochMs = Field(description="end of the window")
+    window_s: StepSeconds = Field(description="how long the window was")
+    steps_per_s: Annotated[Float, Field(ge=0, le=1e9)] = Field(
+        description="the job's own steps per second over the window"
+    )
+    ranks: Annotated[list[RankProgress], Field(min_length=1, max_length=4096)]
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _unique_ranks(self) -> JobProgress:
+        if len({r.uuid for r in self.ranks}) != len(self.ranks):
+            raise ValueError("ranks: duplicate uuid in one progress record")
+        if len({r.rank for r in self.ranks}) != len(self.ranks):
+            raise ValueError("ranks: duplicate rank in one progress record")
+        return self
+
+
+class GpuSpeed(Record):
+    """``fairlane.gpu-speeds.v1`` (compacted), key = ``"<gpu uuid>/<job class>"``: what the
+    scorer has learned of one GPU's speed under one job class.
+
+    Beyond the schema: low <= speed <= high.
+    """
+
+    schema_: Literal["gpu-speed/1"] = Field("gpu-speed/1", alias="schema")
+    uuid: GpuUuid
+    node: NodeName
+    model: Annotated[str, Field(min_length=1, max_length=128)]
+    job_class: JobClass
+    speed: Speed = Field(
+        description="relative to the model's typical GPU under this job class (1 = typical)"
+    )
+    low: Speed = Field(description="lower end of the speed's 95 % interval")
+    high: Speed = Field(description="upper end of the speed's 95 % interval")
+    reports: Count = Field(description="progress reports behind the speed")
+    confidence: Fraction = Field(
+        description="the reports' share of the estimate (0: the NVML prior alone)"
+    )
+    ts_ms: EpochMs = Field(description="when the speed was estimated")
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> GpuSpeed:
+        if not self.low <= self.speed <= self.high:
+            raise ValueError("speed must lie between low and high")
+        return self

@@ -11,7 +11,15 @@ import json
 from pathlib import Path
 
 from fairlane_events import topics
-from fairlane_events.records import DeadLetter, GpuScore, NodeSample, PlacementEvent, Record
+from fairlane_events.records import (
+    DeadLetter,
+    GpuScore,
+    GpuSpeed,
+    JobProgress,
+    NodeSample,
+    PlacementEvent,
+    Record,
+)
 
 __all__ = ["SCHEMA_DIR", "TOPIC_RECORDS", "render_schema", "schema_path"]
 
@@ -21,6 +29,8 @@ TOPIC_RECORDS: dict[str, type[Record]] = {
     topics.NODE_SAMPLES: NodeSample,
     topics.GPU_SCORES: GpuScore,
     topics.PLACEMENTS: PlacementEvent,
+    topics.JOB_PROGRESS: JobProgress,
+    topics.GPU_SPEEDS: GpuSpeed,
     topics.DEAD_LETTER: DeadLetter,
 }
 

@@ -2,7 +2,9 @@
 
 Partition counts matter beyond throughput: the scorer's Faust tables are co-partitioned
 with ``NODE_SAMPLES`` (and, re-keyed by node, with ``PLACEMENTS``), so those topics must
-keep the same partition count as the tables' changelogs.
+keep the same partition count as the tables' changelogs. ``JOB_PROGRESS`` is keyed like
+``PLACEMENTS`` (by placement id) and has as many partitions, so a job's progress records
+land in the partition that holds its placement's allocation.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ __all__ = [
     "ALL_TOPICS",
     "DEAD_LETTER",
     "GPU_SCORES",
+    "GPU_SPEEDS",
+    "JOB_PROGRESS",
     "NODE_SAMPLES",
     "PLACEMENTS",
     "STREAM_PARTITIONS",
@@ -25,6 +29,10 @@ NODE_SAMPLES = "fairlane.node-samples.v1"
 GPU_SCORES = "fairlane.gpu-scores.v1"
 PLACEMENTS = "fairlane.placements.v1"
 DEAD_LETTER = "fairlane.dead-letter.v1"
+#: What running jobs report of their ranks' compute time (key: placement id).
+JOB_PROGRESS = "fairlane.job-progress.v1"
+#: Each GPU's learned speed per job class (key: "<gpu uuid>/<job class>"), compacted.
+GPU_SPEEDS = "fairlane.gpu-speeds.v1"
 
 #: Partitions of every topic the scorer's tables are co-partitioned with.
 STREAM_PARTITIONS = 8
@@ -63,6 +71,23 @@ ALL_TOPICS: tuple[TopicSpec, ...] = (
         PLACEMENTS,
         STREAM_PARTITIONS,
         MappingProxyType({"cleanup.policy": "delete", "retention.ms": str(7 * _DAY_MS)}),
+    ),
+    TopicSpec(
+        JOB_PROGRESS,
+        STREAM_PARTITIONS,
+        MappingProxyType({"cleanup.policy": "delete", "retention.ms": str(7 * _DAY_MS)}),
+    ),
+    TopicSpec(
+        GPU_SPEEDS,
+        STREAM_PARTITIONS,
+        # Compacted: a new consumer reads every GPU's current speed per class from it.
+        MappingProxyType(
+            {
+                "cleanup.policy": "compact",
+                "min.cleanable.dirty.ratio": "0.1",
+                "segment.ms": str(3600 * 1000),
+            }
+        ),
     ),
     TopicSpec(
         DEAD_LETTER,
