@@ -1,0 +1,219 @@
+"""The learner's rows, priors and step over joined reports; which speeds are published."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from fairlane_scorer.core.progress import JoinedProgress, JoinedRank
+from fairlane_scorer.core.speed_book import PublishConfig, SpeedBook
+from fairlane_scorer.core.speed_input import GpuInfo
+from fairlane_scorer.core.speeds import (
+    UNKNOWN_MODEL,
+    SpeedRow,
+    clock_priors,
+    decode_row,
+    encode_row,
+    learn,
+    speed_key,
+    split_key,
+    to_report,
+)
+from fairlane_scorer.errors import SpeedRowFormatError
+from fairlane_scoring.learned_speed import LearnerConfig, Running, SpeedState
+
+T0 = 1_700_000_000_000
+H100 = "NVIDIA H100 80GB HBM3"
+A100 = "NVIDIA A100-SXM4-40GB"
+CONFIG = LearnerConfig()
+CLASS = "compute-bound"
+
+
+def report(ts_ms: int, times: dict[str, float], job_class: str = CLASS) -> JoinedProgress:
+    ranks = tuple(JoinedRank(uuid, f"node-{uuid}", t) for uuid, t in times.items())
+    return JoinedProgress("p1", job_class, ts_ms, 60.0, ranks)
+
+
+def infos(*uuids: str, model: str = H100, clock: float | None = 1.0) -> dict[str, GpuInfo]:
+    return {u: GpuInfo(u, f"node-{u}", model, clock) for u in uuids}
+
+
+def run(
+    reports: list[JoinedProgress], fleet: dict[str, GpuInfo], priors: dict[str, float] | None = None
+) -> dict[str, SpeedRow]:
+    rows: dict[str, SpeedRow] = {}
+    for r in reports:
+        rows.update(learn(rows, r, fleet, priors or {}, CONFIG).rows)
+    return rows
+
+
+def test_keys_carry_the_uuid_and_the_class() -> None:
+    assert speed_key("GPU-1", "llama") == "GPU-1/llama"
+    assert split_key("odd/uuid/llama") == ("odd/uuid", "llama")
+
+
+def test_rows_round_trip_and_other_formats_are_refused() -> None:
+    row = SpeedRow(SpeedState(Running(1.5, -0.2, 0.01, T0), 0.5, 0.0, 3, 1), "n1", H100, T0)
+    assert decode_row(encode_row(row)) == row
+    for data in (b"{}", b'{"format": "speed-row/2"}', b"[1]", b"not json"):
+        with pytest.raises(SpeedRowFormatError):
+            decode_row(data)
+
+
+def test_the_nvml_prior_is_the_clock_against_the_models_median() -> None:
+    fleet = {
+        **infos("a", "b", "c", clock=1.0),
+        **infos("slow", clock=0.5),
+        **infos("old", model=A100, clock=0.8),
+        **infos("noclock", clock=None),
+    }
+    priors = clock_priors(fleet, CONFIG)
+    assert priors["a"] == 0.0
+    assert priors["old"] == 0.0
+    assert math.isclose(priors["slow"], CONFIG.clock_exponent * math.log(0.5))
+    assert "noclock" not in priors
+
+
+def test_a_report_carries_each_models_catalogue_speed() -> None:
+    fleet = {**infos("a"), **infos("b", model=A100)}
+    ranks = to_report(report(T0, {"a": 0.1, "b": 0.2, "c": 0.3}), fleet).ranks
+    assert ranks[0].model_speed > 1.0  # an H100 against the A100 reference
+    assert ranks[1].model_speed == 1.0
+    assert ranks[2].model_speed == 1.0  # unknown model: the default
+
+
+def test_a_gpu_at_six_tenths_is_learned_at_six_tenths() -> None:
+    fleet = infos("a", "b", "c", "slow")
+    times = {"a": 0.3, "b": 0.3, "c": 0.3, "slow": 0.5}
+    rows = run([report(T0 + i * 60_000, times) for i in range(6)], fleet)
+    assert set(rows) == {speed_key(u, CLASS) for u in times}
+    slow = rows[speed_key("slow", CLASS)]
+    assert slow.state.reports == 6
+    assert slow.model == H100
+    assert slow.node == "node-slow"
+    assert slow.last_ts_ms == T0 + 5 * 60_000
+    assert math.isclose(math.exp(slow.state.stats.mean), 0.6, rel_tol=1e-6)
+
+
+def test_a_replayed_report_teaches_nothing_twice() -> None:
+    fleet = infos("a", "b")
+    first = report(T0, {"a": 0.3, "b": 0.5})
+    rows = run([first], fleet)
+    again = learn(rows, first, fleet, {}, CONFIG)
+    assert again.replayed
+    assert again.rows == {}
+    older = learn(rows, report(T0 - 1, {"a": 0.3, "b": 0.5}), fleet, {}, CONFIG)
+    assert older.replayed
+
+
+def test_only_the_gpus_that_missed_a_report_learn_it_on_replay() -> None:
+    fleet = infos("a", "b", "c")
+    first = report(T0, {"a": 0.3, "b": 0.3, "c": 0.5})
+    rows = run([first], fleet)
+    del rows[speed_key("c", CLASS)]  # its row never reached the changelog
+    again = learn(rows, first, fleet, {}, CONFIG)
+    assert not again.replayed
+    assert set(again.rows) == {speed_key("c", CLASS)}
+
+
+def test_a_one_rank_job_teaches_nothing() -> None:
+    result = learn({}, report(T0, {"a": 0.3}), infos("a"), {}, CONFIG)
+    assert result.rows == {}
+    assert not result.replayed
+
+
+def test_a_gpu_the_scores_never_named_keeps_its_last_known_model() -> None:
+    rows = run([report(T0, {"a": 0.3, "b": 0.3})], {})
+    assert rows[speed_key("a", CLASS)].model == UNKNOWN_MODEL
+    rows = run([report(T0, {"a": 0.3, "b": 0.3})], infos("a"))
+    later = learn(rows, report(T0 + 1, {"a": 0.3, "b": 0.3}), {}, {}, CONFIG)
+    assert later.rows[speed_key("a", CLASS)].model == H100
+
+
+# -- what is published ---------------------------------------------------------------------
+
+PUBLISH = PublishConfig(epsilon=0.01, heartbeat_s=300, min_peers=3)
+
+
+def learned_fleet(slow_time: float = 0.5, rounds: int = 6) -> dict[str, SpeedRow]:
+    times = {"a": 0.3, "b": 0.3, "c": 0.3, "slow": slow_time}
+    return run([report(T0 + i * 60_000, times) for i in range(rounds)], infos(*times))
+
+
+def book() -> SpeedBook:
+    return SpeedBook(CONFIG, PUBLISH)
+
+
+def test_first_speeds_are_published_peer_relative_with_their_interval() -> None:
+    rows, now = learned_fleet(), T0 + 10 * 60_000
+    published = dict(book().changed(rows, rows, {}, now))
+    assert set(published) == set(rows)
+    slow = published[speed_key("slow", CLASS)]
+    assert slow.speed == pytest.approx(0.6, abs=0.02)
+    assert slow.low < slow.speed < slow.high
+    assert slow.reports == 6
+    assert slow.confidence > 0.9
+    assert (slow.uuid, slow.job_class, slow.model, slow.node) == ("slow", CLASS, H100, "node-slow")
+    assert slow.ts_ms == now
+    assert published[speed_key("a", CLASS)].speed == pytest.approx(1.0, abs=1e-9)
+
+
+def test_fewer_peers_than_the_minimum_leave_the_estimate_as_it_is() -> None:
+    rows = run([report(T0 + i, {"a": 0.3, "slow": 0.5}) for i in range(6)], infos("a", "slow"))
+    published = dict(book().changed(rows, rows, {}, T0 + 10))
+    # Two GPUs tell only their ratio; their common level is where the priors pin it.
+    slow, fast = published[speed_key("slow", CLASS)], published[speed_key("a", CLASS)]
+    assert slow.speed / fast.speed == pytest.approx(0.6, abs=0.02)
+    assert slow.speed < 1.0 < fast.speed
+
+
+def test_a_speed_is_published_again_only_when_it_moves_or_its_heartbeat_is_due() -> None:
+    rows, now = learned_fleet(), T0 + 10 * 60_000
+    b = book()
+    b.changed(rows, rows, {}, now)
+    assert b.changed(rows, rows, {}, now + 1000) == []  # nothing moved
+    assert b.heartbeat(rows, {}, now + 299_000) == []
+    beat = b.heartbeat(rows, {}, now + 300_000)
+    assert {key for key, _ in beat} == set(rows)
+    slower = learned_fleet(slow_time=0.6, rounds=8)  # the slow GPU got slower
+    moved = b.changed(slower, [speed_key("slow", CLASS)], {}, now + 301_000)
+    assert [key for key, _ in moved] == [speed_key("slow", CLASS)]
+
+
+def test_a_moved_peer_median_republishes_the_whole_group() -> None:
+    rows, now = learned_fleet(), T0 + 10 * 60_000
+    b = book()
+    b.prime(rows, {}, now)
+    b.heartbeat(rows, {}, now)  # everything published once
+    faster = SpeedState(Running(50.0, math.log(1.5), 0.0, now), 0.0, 0.0, 50, 0)
+    touched = [speed_key("a", CLASS), speed_key("b", CLASS)]
+    rows = {**rows, **{k: SpeedRow(faster, rows[k].node, H100, now) for k in touched}}
+    published = dict(b.changed(rows, touched, {}, now + 1))
+    # The median went from 1.0 to 1.25: the slow GPU, untouched, reads 0.48 now.
+    assert published[speed_key("slow", CLASS)].speed == pytest.approx(0.6 / 1.25, abs=0.02)
+
+
+def test_an_nvml_prior_sets_the_level_before_reports_outweigh_it() -> None:
+    rows = run([report(T0, {"a": 0.3, "b": 0.3})], infos("a", "b"))
+    priors = {"a": math.log(0.5)}
+    first = dict(book().changed(rows, rows, priors, T0))
+    assert first[speed_key("a", CLASS)].speed < first[speed_key("b", CLASS)].speed
+    assert first[speed_key("a", CLASS)].confidence < 1.0
+
+
+def test_prime_then_heartbeat_resends_every_speed_once() -> None:
+    rows, now = learned_fleet(), T0 + 10 * 60_000
+    b = book()
+    b.prime(rows, {}, now)
+    assert b.primed
+    assert len(b.heartbeat(rows, {}, now)) == len(rows)
+    assert b.heartbeat(rows, {}, now + 1) == []
+    b.reset()
+    assert not b.primed
+    assert len(b.heartbeat(rows, {}, now + 2)) == len(rows)
+
+
+def test_publish_config_is_validated() -> None:
+    with pytest.raises(ValueError, match="min_peers"):
+        PublishConfig(min_peers=0)
