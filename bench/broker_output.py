@@ -2,7 +2,7 @@
 producer writes what one worker writes at a given rate, one changelog-sized row per node
 record and a score record per GPU, so that `bench.cpu_share` beside it tells how much of
 the broker's CPU in the scorer's latency runs the output itself explains
-(docs/benchmarks.md, "Scorer").
+(docs/benchmarks-history.md, "Scorer").
 
     .venv/bin/python -m bench.cpu_share --seconds 22 > cpu.log &
     .venv/bin/python -m bench.broker_output --bootstrap 127.0.0.1:29396 --rate 1400

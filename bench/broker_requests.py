@@ -1,6 +1,6 @@
 """The broker's requests by kind, per second, while a benchmark runs beside it (not a test).
 
-The broker of a scorer run took 0.75 cores for ~1,100 records/s (docs/benchmarks.md,
+The broker of a scorer run took 0.75 cores for ~1,100 records/s (docs/benchmarks-history.md,
 "Scorer"): per-request work, not bytes. This counts the requests by kind (Produce,
 Fetch, OffsetCommit, Heartbeat, Metadata, ...), the broker's time in each, and the
 partition fetches and produces per topic, from the broker's JMX RequestMetrics and

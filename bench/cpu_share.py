@@ -1,7 +1,7 @@
 """CPU cores each process uses, second by second, while a benchmark runs beside it.
 
 On a 2-core machine the broker, the load generator and the worker under test share the
-cores; this tells how much of them each got in each phase of a run (docs/benchmarks.md,
+cores; this tells how much of them each got in each phase of a run (docs/benchmarks-history.md,
 the scorer's latency sweep):
 
     .venv/bin/python -m bench.cpu_share --seconds 40 > cpu.log &

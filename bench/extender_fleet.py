@@ -19,7 +19,7 @@ candidates and explains a few hundred of them for several different reasons:
   advance the clock by 150 ms.
 
 ``meltdown``: the worst case the benchmark measured before (the figures of
-docs/benchmarks.md until 2026-12-01 17:00): every score uniform in 0.30-1.00 (half the
+docs/benchmarks-history.md until 2026-12-01 17:00): every score uniform in 0.30-1.00 (half the
 records below the threshold), a clock that moves 1 ms per call so no cooling ever ends,
 no cordons, holds or stale agents; the failed candidates grow from 160 to 2,000 of
 5,000.

@@ -1,7 +1,7 @@
 """A lean HTTP/1.1 client for the real-HTTP load: one keep-alive connection, one request
 at a time, the answer parsed by httptools (uvicorn's own parser). httpx over sockets
 cost the loader ~5 ms of CPU a place + release pair, more than the scheduler it
-measured, so on two cores the loader set the rate (docs/benchmarks.md)."""
+measured, so on two cores the loader set the rate (docs/benchmarks-history.md)."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ class AsgiClient:
 class TransportClient:
     """The same httpx ASGI transport without ``httpx.AsyncClient`` in front: no URL
     merging, cookie jar, auth or redirect handling per request. A lighter harness: about
-    half the in-process trivial endpoint's CPU a pair (docs/benchmarks.md)."""
+    half the in-process trivial endpoint's CPU a pair (docs/benchmarks-history.md)."""
 
     _PLACEMENTS = httpx.URL("http://bench/v1/placements")
     _JSON = ((b"host", b"bench"), (b"content-type", b"application/json"))

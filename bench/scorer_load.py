@@ -5,7 +5,7 @@ share the cores; the generator used to build and encode a pydantic record per sa
 and await one send (a produce request of its own, ``linger_ms=0``) per record, and its
 consumer fetched whatever one byte had arrived: with the broker's work for those small
 requests and fetches, that left the worker too little CPU at 80 % of its rate
-(docs/benchmarks.md, "Scorer"). Now:
+(docs/benchmarks-history.md, "Scorer"). Now:
 
 - every payload is encoded before the timed phase: a pool of node samples with random
   metrics, each split around its ``ts_ms``, so that a send only splices in the time;

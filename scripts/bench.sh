@@ -41,7 +41,7 @@ fresh_kafka() { # every run on empty topics: earlier runs' records would be read
 
 # A fresh broker's JVM compiles its hot paths during its first minutes: in the steady
 # flow of the first scorer run after a start the broker took 0.61-0.67 cores, in the next
-# runs on the same broker 0.40-0.41, then 0.23-0.34 (docs/benchmarks.md, "Scorer: the
+# runs on the same broker 0.40-0.41, then 0.23-0.34 (docs/benchmarks-history.md, "Scorer: the
 # producer's batches and the fetch wait"). So one untimed scorer run first, that the
 # measured run meets a broker closer to a production one's; its output goes to
 # $OUT/warm-up.log only.

@@ -26,6 +26,7 @@ FILES = [
     "docs/deploy.md",
     "docs/architecture.md",
     "docs/benchmarks.md",
+    "docs/benchmarks-history.md",
     "bench/agent_publish.py",
     "bench/scheduler_place.py",
     "bench/scorer_throughput.py",

@@ -35,7 +35,7 @@ from fairlane_scheduler.storage import Ending, PlacementStore, WriteOutcome
 __all__ = ["BATCH_MAX", "GroupCommit", "GroupEnd"]
 
 #: Items one write carries by default: two batches of 8 keep 16 clients overlapped
-#: (docs/benchmarks.md), and a batch stays a few milliseconds of Postgres work.
+#: (docs/benchmarks-history.md), and a batch stays a few milliseconds of Postgres work.
 BATCH_MAX = 8
 
 _END_ATTEMPTS = 3

@@ -6,7 +6,7 @@ little changed: ~100 ms a collection at 100k GPUs. As production Python services
 do, what startup built is frozen (``gc.freeze()``: a permanent generation that no
 collection walks), and the youngest generation's threshold is raised, so that the
 requests in flight (16 clients' futures, bodies, rows) are walked and promoted less
-often. Measured in the placement benchmark (docs/benchmarks.md, Scheduler): the
+often. Measured in the placement benchmark (docs/benchmarks-history.md, Scheduler): the
 collector's time per place + release pair at 10k / 100k GPUs 0.10 / 0.13 ms, frozen
 0.09 / 0.08, frozen with a threshold of 10,000 0.03 / 0.04.
 """

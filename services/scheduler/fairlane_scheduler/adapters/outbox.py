@@ -12,7 +12,7 @@ the relay polls. A read that found a full batch reads again at once; a shorter o
 waits ``poll_s`` first, under load too, so that an event waits about ``poll_s`` at
 most and the relay costs a few reads, marks and produce requests a second whatever the
 placement rate (reading again at once cost one of each per few placements: a tenth of
-the process's time in the placement benchmark, docs/benchmarks.md).
+the process's time in the placement benchmark, docs/benchmarks-history.md).
 
 While Postgres or Kafka is away the relay retries every ``retry_s`` and says so twice
 per dependency (gone, back: :class:`~fairlane_runtime.outage.OutageLog`), counting each

@@ -1,7 +1,7 @@
 """A lean path for the two routes every placement takes: POST /v1/placements and
 DELETE /v1/placements/{id}, answered without FastAPI's routing, dependency solving and
 inner middleware (0.15 ms of CPU a request for a route that does nothing, more for
-these with their dependencies: docs/benchmarks.md).
+these with their dependencies: docs/benchmarks-history.md).
 
 It serves a request only when it already knows the answer is FastAPI's: a JSON body
 that parses and validates as :class:`PlacementIn`, a token the table accepts, a

@@ -24,7 +24,7 @@ __all__ = ["SUMMARIES_FROM_NODES", "decide"]
 #: decision). Since the few nodes that change between two decisions are refreshed and
 #: re-ranked in plain Python, the ranked decision is the cheaper one from the smallest
 #: fleet the benchmark measures, 24 nodes: 60-80 vs 104-116 us, 84-120 vs 137-152 us at
-#: 125 nodes (bench/scheduler_decision.py, ``--release-batch 8``; docs/benchmarks.md).
+#: 125 nodes (bench/scheduler_decision.py, ``--release-batch 8``; docs/benchmarks-history.md).
 #: The default of the scheduler's ``summaries_from_nodes`` setting.
 SUMMARIES_FROM_NODES = 24
 

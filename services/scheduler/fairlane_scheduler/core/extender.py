@@ -6,7 +6,7 @@ budget shared with everything else it does; so a decision reads the per-node sum
 (core/node_summary.py: qualifying GPUs and their capacities, GPUs per state, kept
 current as records come), a few numbers per candidate, explains a failed node from those
 numbers too, and looks at single GPUs only of nodes whose GPUs differ in a model or size
-the pod asks about (docs/benchmarks.md, Extender).
+the pod asks about (docs/benchmarks-history.md, Extender).
 
 A GPU *qualifies* for the pod as the placement filter says (core/placement.py): free,
 not cordoned, fresh, of an allowed model and size, at or above the threshold, not

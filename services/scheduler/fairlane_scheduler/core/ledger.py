@@ -16,7 +16,7 @@ A snapshot is the ids of the live placements and the holdings of those this ledg
 not know (:meth:`unknown`): what a committed placement holds never changes, so a full
 cluster's snapshot (12,500 live placements at 100k GPUs) reads ids, not GPUs, and
 indexes only what started or ended since the last one. Rebuilding every index from the
-whole snapshot cost ~90 ms of CPU there, each second (docs/benchmarks.md).
+whole snapshot cost ~90 ms of CPU there, each second (docs/benchmarks-history.md).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A pydantic record is four objects the cyclic collector tracks (the model, its
 ``__dict__``, its fields-set set, its components dict); 100,000 GPUs made 380,000, and
 every full collection walked them all: 110 to 380 ms on the shared 2-core machine, the
-extender's whole p99 tail (docs/benchmarks.md, Extender). Records are replaced as scores
+extender's whole p99 tail (docs/benchmarks-history.md, Extender). Records are replaced as scores
 arrive, so ``gc.freeze()`` after loading does not keep them out. Here each record is one
 flat tuple of its field values: a tuple that holds only numbers and strings is untracked
 by the collector the first time it sees it. Reading one builds the model again
