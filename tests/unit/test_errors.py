@@ -1,8 +1,8 @@
 """One error tree per package, all under FairlaneError, each drawn in its docstring;
 one table maps the scheduler's to HTTP answers."""
 
-import ast
 import inspect
+import re
 from pathlib import Path
 from types import ModuleType
 
@@ -71,6 +71,9 @@ def test_errors_that_stood_outside_any_tree_joined_one() -> None:
         assert not error.retryable
 
 
+_CLASS_NAMED_AS_ERROR = re.compile(r"^[ \t]*class[ \t]+(\w+(?:Error|Exception))\b", re.MULTILINE)
+
+
 def test_no_error_class_is_defined_outside_an_errors_module() -> None:
     """New errors join their package's tree (two stood outside one again before this)."""
     strays = []
@@ -78,9 +81,11 @@ def test_no_error_class_is_defined_outside_an_errors_module() -> None:
     for path in sorted(sources):
         if path.name == "errors.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ClassDef) and node.name.endswith(("Error", "Exception")):
-                strays.append(f"{path.relative_to(ROOT)}: {node.name}")
+        # A pattern, not ast.parse: CPython 3.11's AST constructor raises a spurious
+        # "recursion depth mismatch" SystemError now and then in a threaded process
+        # (python/cpython#106905), and failed `make test` once that way.
+        for name in _CLASS_NAMED_AS_ERROR.findall(path.read_text()):
+            strays.append(f"{path.relative_to(ROOT)}: {name}")
     assert strays == []
 
 
