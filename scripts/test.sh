@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: the tests that need no server (tests/unit, tests/property, tests/contract)
-# run at nice 19 beside the ones that start servers (tests/integration, tests/e2e).
+# run at nice 19 beside the ones that start servers (tests/integration, tests/e2e), and
+# the short chaos suite, on servers of its own, beside both.
 #
 # Why: on a 2-core machine the server half spends most of its wall time waiting — for a
 # broker stopped 60 s, a throttled node's recovery window, a minute of live placements,
@@ -32,28 +33,38 @@ for arg in "$@"; do
 done
 
 log=$(mktemp "${TMPDIR:-/tmp}/fairlane-unit-tests.XXXXXX")
+chaos_log=$(mktemp "${TMPDIR:-/tmp}/fairlane-chaos-tests.XXXXXX")
 # Its tests wait for the CPU at nice 19, so their hang guard (pytest-timeout) is longer.
 nice -n 19 "$PY" -m pytest tests/unit tests/property tests/contract --timeout=900 "$@" \
     >"$log" 2>&1 &
 unit=$!
-trap 'kill "$unit" 2>/dev/null; rm -f "$log"' EXIT
+# The short chaos suite (~4 min, mostly outages held on purpose) runs on a stack of its
+# own ports (FAIRLANE_CHAOS_*), so it goes beside the other server tests, not after them.
+"$PY" -m pytest tests/e2e/test_chaos.py "$@" >"$chaos_log" 2>&1 &
+chaos=$!
+trap 'kill "$unit" "$chaos" 2>/dev/null; rm -f "$log" "$chaos_log"' EXIT
 
 # e2e before integration, the order one pytest over tests/ had: the scorer's kill -9
 # test leaves future-dated (never stale) scores on the shared broker, which the live
 # evaluation would otherwise find as a foreign fleet (it refuses to run on one).
 # --durations: where the server half's time goes (docs/architecture.md, "Testing").
-"$PY" -m pytest tests/e2e tests/integration --durations=20 "$@"
+"$PY" -m pytest tests/e2e tests/integration --ignore=tests/e2e/test_chaos.py --durations=20 "$@"
 servers=$?
+wait "$chaos"
+chaotic=$?
 wait "$unit"
 serverless=$?
+echo
+echo "======== the short chaos suite (tests/e2e/test_chaos.py), beside the server tests ========"
+cat "$chaos_log"
 echo
 echo "======== the tests that need no server (tests/unit, tests/property, tests/contract) ========"
 cat "$log"
 
-if [[ $servers -eq 5 && $serverless -eq 5 ]]; then
+if [[ $servers -eq 5 && $chaotic -eq 5 && $serverless -eq 5 ]]; then
     no_tests
 fi
-for rc in "$servers" "$serverless"; do
+for rc in "$servers" "$chaotic" "$serverless"; do
     if [[ $rc -ne 0 && $rc -ne 5 ]]; then
         exit "$rc"
     fi
