@@ -14,9 +14,27 @@ import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from fairlane_events.codec import decode, encode
-from fairlane_events.records import GpuScore, NodeSample, PlacementEvent
-from fairlane_events.topics import GPU_SCORES, NODE_SAMPLES, PLACEMENTS, STREAM_PARTITIONS
+from fairlane_events.records import (
+    GpuScore,
+    GpuSlot,
+    GpuSpeed,
+    JobProgress,
+    NodeAssignment,
+    NodeSample,
+    PlacementEvent,
+    RankProgress,
+)
+from fairlane_events.topics import (
+    GPU_SCORES,
+    GPU_SPEEDS,
+    JOB_PROGRESS,
+    NODE_SAMPLES,
+    PLACEMENTS,
+    STREAM_PARTITIONS,
+)
+from tests.factories import gpu_sample, gpu_score
 from tests.processes import free_port, service, wait_for_http
+from tests.scheduler_harness import publish
 
 #: Test settings: every score change is published, the staleness scan runs every second.
 SCORER_ENV = {"FAIRLANE_EMIT_EPSILON": "0", "FAIRLANE_STALE_CHECK_S": "1"}
@@ -38,7 +56,11 @@ class Scorer:
         """Wait until the worker has read the backlog earlier tests left on the shared
         topics (its input counters stop moving), so a test's own records are what moves
         them next."""
-        counters = ("fairlane_scorer_records_in_total", "fairlane_scorer_placement_events_total")
+        counters = (
+            "fairlane_scorer_records_in_total",
+            "fairlane_scorer_placement_events_total",
+            "fairlane_scorer_progress_records_in_total",
+        )
         deadline = time.monotonic() + timeout_s
         last, quiet_since = None, time.monotonic()
         while time.monotonic() < deadline:
@@ -99,6 +121,150 @@ async def produce_placement(bootstrap: str, event: PlacementEvent) -> None:
         await producer.send_and_wait(PLACEMENTS, encode(event), key=event.placement_id.encode())
     finally:
         await producer.stop()
+
+
+async def produce_progress(bootstrap: str, records: Sequence[JobProgress]) -> list[tuple[int, int]]:
+    """Onto the job-progress topic, keyed by placement id: each record's (partition, offset)."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        origins = []
+        for r in records:
+            meta = await producer.send_and_wait(
+                JOB_PROGRESS, encode(r), key=r.placement_id.encode()
+            )
+            origins.append((meta.partition, meta.offset))
+        return origins
+    finally:
+        await producer.stop()
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def gang_placement(
+    pid: str, node: str, uuids: Sequence[str], kind: str = "created"
+) -> PlacementEvent:
+    """A lifecycle event of a placement of ``uuids`` (indices 0..) on one node."""
+    assignment = NodeAssignment(
+        node=node,
+        node_rank=0,
+        gpus=[GpuSlot(uuid=u, index=i) for i, u in enumerate(uuids)],
+        cuda_visible_devices=",".join(str(i) for i in range(len(uuids))),
+        master_addr=node,
+        master_port=29500,
+        world_size=len(uuids),
+    )
+    return PlacementEvent(
+        placement_id=pid,
+        job_id=f"j-{pid}",
+        namespace="it",
+        event=kind,
+        ts_ms=now_ms(),
+        nodes=[assignment],
+    )
+
+
+def job_progress(
+    pid: str, ts_ms: int, times: Mapping[str, float], job_class: str = "compute-bound"
+) -> JobProgress:
+    """One minute of a job whose rank r ran on the r-th GPU of ``times`` (uuid ->
+    compute seconds per step)."""
+    return JobProgress(
+        placement_id=pid,
+        job_class=job_class,
+        ts_ms=ts_ms,
+        window_s=60.0,
+        steps_per_s=1 / max(times.values()),
+        ranks=[
+            RankProgress(rank=r, uuid=u, compute_s_per_step=t, steps=int(60 / t))
+            for r, (u, t) in enumerate(times.items())
+        ],
+    )
+
+
+async def score_then_place(
+    scorer: Scorer, bootstrap: str, node: str, uuids: Sequence[str], pid: str, model: str
+) -> None:
+    """Score the node's GPUs once (the speed learner hears their model), then place a
+    job on them; return when the scorer has both."""
+    infos = scorer.metric("fairlane_scorer_speed_gpu_infos_total")
+    gpus = [gpu_sample(uuid=u, index=i, model=model) for i, u in enumerate(uuids)]
+    await produce_samples(
+        bootstrap, [NodeSample(node=node, ts_ms=now_ms(), source="sim", gpus=gpus)]
+    )
+    await eventually(
+        lambda: scorer.metric("fairlane_scorer_speed_gpu_infos_total") >= infos + len(uuids)
+    )
+    applied = scorer.metric("fairlane_scorer_placement_events_total")
+    await produce_placement(bootstrap, gang_placement(pid, node, uuids))
+    await eventually(lambda: scorer.metric("fairlane_scorer_placement_events_total") > applied)
+
+
+async def retire_gpus(
+    bootstrap: str, nodes: Sequence[tuple[str, Sequence[str]]], model: str
+) -> None:
+    """Flag the (node, uuids) a test scored stale on the shared scores topic, so that no
+    later test's scheduler places on them."""
+    await publish(
+        bootstrap,
+        [
+            gpu_score(node=node, uuid=uuid, index=i, model=model, stale=True, ts_ms=now_ms())
+            for node, uuids in nodes
+            for i, uuid in enumerate(uuids)
+        ],
+    )
+
+
+@dataclass
+class SpeedsReader:
+    """Reads ``fairlane.gpu-speeds.v1`` from where it ended at ``start()``, keeping the
+    records of GPUs whose uuid starts with ``prefix``."""
+
+    bootstrap: str
+    prefix: str
+    records: list[GpuSpeed] = field(default_factory=list)
+    _consumer: AIOKafkaConsumer | None = None
+
+    async def start(self) -> None:
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
+        await consumer.start()
+        parts = [TopicPartition(GPU_SPEEDS, p) for p in range(STREAM_PARTITIONS)]
+        consumer.assign(parts)
+        for tp, offset in (await consumer.end_offsets(parts)).items():
+            consumer.seek(tp, offset)
+        self._consumer = consumer
+
+    async def stop(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.stop()
+
+    async def until(
+        self, done: Callable[[list[GpuSpeed]], bool], timeout_s: float = 60
+    ) -> list[GpuSpeed]:
+        assert self._consumer is not None
+        deadline = time.monotonic() + timeout_s
+        while not done(self.records):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"speeds not complete after {timeout_s}s: {self.records}")
+            for messages in (await self._consumer.getmany(timeout_ms=500)).values():
+                for m in messages:
+                    speed = decode(GpuSpeed, m.value)
+                    assert m.key == f"{speed.uuid}/{speed.job_class}".encode()
+                    if speed.uuid.startswith(self.prefix):
+                        self.records.append(speed)
+        return self.records
+
+
+@contextlib.asynccontextmanager
+async def read_speeds(bootstrap: str, prefix: str) -> AsyncIterator[SpeedsReader]:
+    reader = SpeedsReader(bootstrap, prefix)
+    await reader.start()
+    try:
+        yield reader
+    finally:
+        await reader.stop()
 
 
 @dataclass

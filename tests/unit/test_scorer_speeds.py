@@ -205,12 +205,11 @@ def test_an_nvml_prior_sets_the_level_before_reports_outweigh_it() -> None:
 def test_prime_then_heartbeat_resends_every_speed_once() -> None:
     rows, now = learned_fleet(), T0 + 10 * 60_000
     b = book()
+    assert not b.primed
     b.prime(rows, {}, now)
-    assert b.primed
     assert len(b.heartbeat(rows, {}, now)) == len(rows)
     assert b.heartbeat(rows, {}, now + 1) == []
-    b.reset()
-    assert not b.primed
+    b.reset()  # a rebalance: prime again, then every speed once more
     assert len(b.heartbeat(rows, {}, now + 2)) == len(rows)
 
 

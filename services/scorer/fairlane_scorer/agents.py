@@ -22,8 +22,7 @@ from typing import Any, cast
 import faust
 from faust.types import Message
 
-from fairlane_events.codec import DecodeError, decode, encode
-from fairlane_events.dead_letter import dead_letter_for
+from fairlane_events.codec import DecodeError, decode
 from fairlane_events.records import PlacementEvent
 from fairlane_scorer.core.allocations import allocations_of, apply_placement
 from fairlane_scorer.core.node_rows import decode_node, encode_node
@@ -33,6 +32,8 @@ from fairlane_scorer.core.step import decode_batch, score_batch
 from fairlane_scorer.core.window import score_window
 from fairlane_scorer.delivery import Deliveries
 from fairlane_scorer.metrics import ScorerMetrics
+from fairlane_scorer.rejects import dead_letter
+from fairlane_scorer.speed_agents import SpeedAgents
 from fairlane_scoring.allocation import load_since_ms
 from fairlane_scoring.config import ScoreConfig
 from fairlane_scoring.reference import ScoreResult
@@ -64,6 +65,7 @@ class ScoringAgents:
     partition_of: dict[str, int] = field(default_factory=dict)  # node -> its partition
     score_partition: dict[bytes, int] = field(default_factory=dict)  # GPU uuid -> its
     # partition of the scores topic (the key's hash; the topic's partitions never change)
+    speeds: SpeedAgents | None = None  # the speed learner's agents, when it runs
 
     def node_state(self, node: str) -> NodeState | None:
         stored = self.windows.data.get(node)
@@ -74,18 +76,8 @@ class ScoringAgents:
 
     async def reject(self, msg: Message, error: str, out: Deliveries) -> None:
         """Dead-letter a record with the error and its origin, and count it."""
-        record = dead_letter_for(
-            topic=msg.topic,
-            partition=msg.partition,
-            offset=msg.offset,
-            key=msg.key,
-            value=msg.value,
-            error=error,
-            now_ms=now_ms(),
-        )
-        await out.send(self.dead_letters.get_topic_name(), None, encode(record))
+        await dead_letter(out, self.dead_letters, msg, error)
         self.metrics.dead_lettered.inc()
-        log.warning("dead-lettered %s[%d]@%d: %s", msg.topic, msg.partition, msg.offset, error)
 
     async def on_samples(self, messages: list[Message], out: Deliveries) -> None:
         """Decode, validate and score a batch of node-sample records together."""
@@ -105,6 +97,8 @@ class ScoringAgents:
         self.announced_stale.difference_update(result.accepted)
         await self.publish_all(result.emitted, out)
         self.metrics.emitted.inc(len(result.emitted))
+        if self.speeds is not None:
+            await self.speeds.on_scores(result.emitted, out, now_ms())
         partitions = {m.key: m.partition for m in messages}
         for node, row in result.rows.items():
             partition = self.partition_of[node] = partitions[node.encode()]
@@ -130,7 +124,8 @@ class ScoringAgents:
         await out.publish_all(topic, records)
 
     async def on_placement(self, message: Message, out: Deliveries) -> None:
-        """Re-key a placement event by node, once per node it touches."""
+        """Re-key a placement event by node, once per node it touches (and tell the
+        speed learner which GPUs the placement holds)."""
         try:
             placement = decode(PlacementEvent, message.value)
         except DecodeError as exc:
@@ -138,6 +133,8 @@ class ScoringAgents:
             return
         for node in sorted({a.node for a in placement.nodes}):
             await out.send(self.by_node.get_topic_name(), node.encode(), message.value)
+        if self.speeds is not None:
+            await self.speeds.on_placement(message, placement, out)
 
     async def on_node_placement(self, message: Message, out: Deliveries) -> None:
         """Apply a re-keyed placement event (validated upstream) to its node's table row."""

@@ -15,12 +15,21 @@ Tables, both co-partitioned with ``fairlane.node-samples.v1`` (key = node):
 - ``node-allocations``: node -> Fairlane's placements on it. Placement events are keyed
   by placement id; one agent re-keys them by node onto an internal topic with the same
   partition count, a second applies them to the table.
+
+The speed learner (:mod:`fairlane_scorer.speed_agents`, unless ``learn_speeds`` is off):
+
+- ``placement-gpus``: placement id -> its GPUs, co-partitioned with
+  ``fairlane.placements.v1`` and ``fairlane.job-progress.v1`` (both keyed by placement
+  id), written by the placements agent and read by the progress agent;
+- ``speed-gpu-infos`` and ``speed-rows``: the learner's state, co-partitioned with its
+  single-partition input topic (``<app id>-speed-input``), which the progress agent and
+  the scoring agent write to; a timer re-publishes quiet speeds.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from types import MappingProxyType
 from typing import Any, cast
 
@@ -37,18 +46,26 @@ from fairlane_scorer.consumer import ScorerConsumer, install_transport
 from fairlane_scorer.delivery import Deliveries
 from fairlane_scorer.metrics import ScorerMetrics
 from fairlane_scorer.settings import ScorerSettings
+from fairlane_scorer.speed_agents import SpeedAgents
 
 __all__ = [
     "ALLOCATIONS_TABLE",
+    "GPU_INFOS_TABLE",
+    "PLACEMENT_GPUS_TABLE",
+    "SPEED_ROWS_TABLE",
     "WINDOWS_TABLE",
     "create_app",
     "faust_credentials",
     "placements_by_node_topic",
     "scorer_topics",
+    "speed_input_topic",
 ]
 
 WINDOWS_TABLE = "node-windows"
 ALLOCATIONS_TABLE = "node-allocations"
+PLACEMENT_GPUS_TABLE = "placement-gpus"
+GPU_INFOS_TABLE = "speed-gpu-infos"
+SPEED_ROWS_TABLE = "speed-rows"
 
 
 def _broker_urls(bootstrap: str) -> list[str]:
@@ -58,6 +75,11 @@ def _broker_urls(bootstrap: str) -> list[str]:
 def placements_by_node_topic(app_id: str) -> str:
     """The scorer's internal topic of placement events keyed by node."""
     return f"{app_id}-placements-by-node"
+
+
+def speed_input_topic(app_id: str) -> str:
+    """The speed learner's input topic (one partition: the learner's state is one)."""
+    return f"{app_id}-speed-input"
 
 
 def scorer_topics(app_id: str) -> list[TopicSpec]:
@@ -71,7 +93,12 @@ def scorer_topics(app_id: str) -> list[TopicSpec]:
         TopicSpec(placements_by_node_topic(app_id), topics.STREAM_PARTITIONS),
         *(
             TopicSpec(f"{app_id}-{table}-changelog", topics.STREAM_PARTITIONS, compacted)
-            for table in (WINDOWS_TABLE, ALLOCATIONS_TABLE)
+            for table in (WINDOWS_TABLE, ALLOCATIONS_TABLE, PLACEMENT_GPUS_TABLE)
+        ),
+        TopicSpec(speed_input_topic(app_id), 1),
+        *(
+            TopicSpec(f"{app_id}-{table}-changelog", 1, compacted)
+            for table in (GPU_INFOS_TABLE, SPEED_ROWS_TABLE)
         ),
     ]
 
@@ -129,11 +156,25 @@ def _agents(app: faust.App, settings: ScorerSettings, metrics: ScorerMetrics) ->
 
     partitions = topics.STREAM_PARTITIONS
 
-    def table(name: str, **kwargs: Any) -> faust.Table[str, Any]:
+    def table(name: str, parts: int = partitions, **kwargs: Any) -> faust.Table[str, Any]:
         # app.Table is typed as TableT, which lacks the serializers Deliveries.write uses.
-        made = app.Table(name, default=None, partitions=partitions, **kwargs)
+        made = app.Table(name, default=None, partitions=parts, **kwargs)
         return cast("faust.Table[str, Any]", made)
 
+    speeds = None
+    if settings.learn_speeds:
+        speeds = SpeedAgents(
+            learner=settings.learner_config(),
+            publish=settings.publish_config(),
+            clock_epsilon=settings.speed_clock_epsilon,
+            metrics=metrics,
+            speed_input=raw_topic(speed_input_topic(settings.app_id), partitions=1, internal=True),
+            speeds=raw_topic(topics.GPU_SPEEDS),
+            dead_letters=raw_topic(topics.DEAD_LETTER),
+            placement_gpus=table(PLACEMENT_GPUS_TABLE, value_type=bytes),
+            gpu_infos=table(GPU_INFOS_TABLE, 1, value_type=bytes),
+            rows=table(SPEED_ROWS_TABLE, 1, value_type=bytes),
+        )
     return ScoringAgents(
         config=settings.score_config(),
         metrics=metrics,
@@ -144,6 +185,7 @@ def _agents(app: faust.App, settings: ScorerSettings, metrics: ScorerMetrics) ->
         ),
         windows=table(WINDOWS_TABLE, value_type=bytes),
         allocations=table(ALLOCATIONS_TABLE),
+        speeds=speeds,
     )
 
 
@@ -165,6 +207,42 @@ def _observe(app: faust.App, metrics: ScorerMetrics, messages: list[Message], t0
         highwater = app.consumer.highwater(tp)
         if highwater is not None:
             metrics.lag.labels(str(tp.partition)).set(max(0, highwater - offset - 1))
+
+
+def _learn_speeds(
+    app: faust.App,
+    settings: ScorerSettings,
+    speeds: SpeedAgents,
+    in_batches: Callable[[faust.StreamT[bytes], faust.TopicT, BatchHandler], Awaitable[None]],
+) -> None:
+    """The speed learner's agents and heartbeat (:mod:`fairlane_scorer.speed_agents`)."""
+    progress = app.topic(
+        topics.JOB_PROGRESS,
+        partitions=topics.STREAM_PARTITIONS,
+        key_serializer="raw",
+        value_serializer="raw",
+    )
+
+    @app.agent(progress)
+    async def join_progress(stream: faust.StreamT[bytes]) -> None:
+        await in_batches(stream, progress, one_by_one(speeds.on_progress))
+
+    @app.agent(speeds.speed_input)
+    async def learn_speeds(stream: faust.StreamT[bytes]) -> None:
+        async def handle(messages: list[Message], out: Deliveries) -> None:
+            await speeds.on_input(messages, out, now_ms())
+
+        await in_batches(stream, speeds.speed_input, handle)
+
+    learner_input = speeds.speed_input.get_topic_name()
+
+    async def speed_heartbeat() -> None:
+        if app.rebalancing:  # the recovery may not have rebuilt the tables yet
+            return
+        owned = any(tp.topic == learner_input for tp in app.assignor.assigned_actives())
+        await speeds.heartbeat(now_ms(), owned)
+
+    app.timer(interval=settings.speed_check_s)(speed_heartbeat)
 
 
 def create_app(settings: ScorerSettings, metrics: ScorerMetrics | None = None) -> faust.App:
@@ -229,6 +307,8 @@ def create_app(settings: ScorerSettings, metrics: ScorerMetrics | None = None) -
         await agents.announce_stale(now_ms(), owned)
 
     app.timer(interval=settings.stale_check_s)(announce_stale)
+    if agents.speeds is not None:
+        _learn_speeds(app, settings, agents.speeds, in_batches)
 
     @app.page("/metrics")
     async def metrics_page(view: faust.web.View, request: faust.web.Request) -> faust.web.Response:

@@ -56,6 +56,14 @@ class Deliveries:
         await self.send(changelog.get_topic_name(), raw_key, encoded, partition=partition)
         table.data[key] = value
 
+    async def delete(self, table: Table[Any, Any], partition: int, key: Any) -> None:
+        """``del table[key]`` from an event of ``partition``: a tombstone to the changelog
+        (recovery drops the key), the key out of the table."""
+        changelog = table.changelog_topic
+        raw_key, _ = changelog.prepare_key(key, table.key_serializer)
+        await self.send(changelog.get_topic_name(), raw_key, None, partition=partition)
+        table.data.pop(key, None)
+
     async def send(
         self,
         topic: str,

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from fairlane_scorer.core.progress import REASONS
+
 __all__ = ["ScorerMetrics"]
 
 _BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
@@ -28,11 +30,25 @@ class ScorerMetrics:
     record_age_s: Histogram
     lag: Gauge
     assigned_partitions: Gauge
+    progress_in: Counter
+    progress_accepted: Counter
+    progress_rejected: Counter  # by reason
+    progress_replayed: Counter
+    speed_gpu_infos: Counter
+    speeds_published: Counter
 
     @classmethod
     def create(cls) -> ScorerMetrics:
         r = CollectorRegistry()
         c = Counter
+        rejected = c(
+            "fairlane_scorer_progress_rejected",
+            "job-progress records dead-lettered, by reason",
+            ["reason"],
+            registry=r,
+        )
+        for reason in REASONS:  # every reason shows, at 0 until it happens
+            rejected.labels(reason)
         return cls(
             registry=r,
             records_in=c("fairlane_scorer_records_in", "node-sample records read", registry=r),
@@ -84,5 +100,27 @@ class ScorerMetrics:
                 "fairlane_scorer_assigned_partitions",
                 "node-sample partitions this worker owns now",
                 registry=r,
+            ),
+            progress_in=c(
+                "fairlane_scorer_progress_records_in", "job-progress records read", registry=r
+            ),
+            progress_accepted=c(
+                "fairlane_scorer_progress_accepted",
+                "job-progress records checked against their placement and sent to the learner",
+                registry=r,
+            ),
+            progress_rejected=rejected,
+            progress_replayed=c(
+                "fairlane_scorer_progress_replayed",
+                "progress reports the learner had learned already (redelivered)",
+                registry=r,
+            ),
+            speed_gpu_infos=c(
+                "fairlane_scorer_speed_gpu_infos",
+                "GPU node, model and clock updates the learner applied",
+                registry=r,
+            ),
+            speeds_published=c(
+                "fairlane_scorer_speeds_published", "learned-speed records published", registry=r
             ),
         )

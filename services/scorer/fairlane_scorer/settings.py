@@ -7,7 +7,9 @@ from pathlib import Path
 from pydantic import Field
 
 from fairlane_runtime.settings import ServiceSettings
+from fairlane_scorer.core.speed_book import PublishConfig
 from fairlane_scoring.config import ScoreConfig
+from fairlane_scoring.learned_speed import LearnerConfig
 
 __all__ = ["ScorerSettings"]
 
@@ -64,6 +66,35 @@ class ScorerSettings(ServiceSettings):
         description="how long the group waits for a silent worker before its partitions "
         "move to the others (a SIGKILLed worker's partitions sit idle this long)",
     )
+
+    learn_speeds: bool = Field(
+        True,
+        description="learn each GPU's speed per job class from fairlane.job-progress.v1 "
+        "and publish it on fairlane.gpu-speeds.v1",
+    )
+    speed_epsilon: float = Field(
+        0.01, ge=0, description="a learned speed moving more than this is published"
+    )
+    speed_heartbeat_s: float = Field(
+        300.0, gt=0, description="each learned speed is published at least this often"
+    )
+    speed_min_peers: int = Field(
+        3, ge=1, description="GPUs of a model learned before speeds are read against them"
+    )
+    speed_check_s: float = Field(5.0, gt=0, description="how often the speed heartbeat scans")
+    speed_clock_epsilon: float = Field(
+        0.01, ge=0, description="a clock health moving more than this reaches the learner"
+    )
+
+    def learner_config(self) -> LearnerConfig:
+        return LearnerConfig()
+
+    def publish_config(self) -> PublishConfig:
+        return PublishConfig(
+            epsilon=self.speed_epsilon,
+            heartbeat_s=self.speed_heartbeat_s,
+            min_peers=self.speed_min_peers,
+        )
 
     def score_config(self) -> ScoreConfig:
         return ScoreConfig(

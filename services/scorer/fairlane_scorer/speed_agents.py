@@ -1,0 +1,257 @@
+"""What the speed learner's agents and timer do, behind the Faust wiring (issue 27).
+
+Three stages, each in the partitions that hold what it needs:
+
+1. **Placements** (``fairlane.placements.v1``, key = placement id): the scoring agents
+   hand every valid placement event to :meth:`SpeedAgents.on_placement`, which keeps the
+   ``placement-gpus`` table (placement id -> {GPU uuid: node}) of live placements.
+2. **Progress** (``fairlane.job-progress.v1``, key = placement id, as many partitions:
+   the same worker owns a record's placement row): :meth:`SpeedAgents.on_progress`
+   decodes it, joins its ranks with the row (a rank on a GPU the placement does not hold
+   is dead-lettered and counted by reason) and sends what passes to the learner's
+   single-partition input topic. Scored GPUs reach the same topic from the scoring
+   agent (:meth:`SpeedAgents.on_scores`: node, model, clock health, when they move).
+3. **Learner** (the input topic's one partition): :meth:`SpeedAgents.on_input` keeps
+   ``gpu-infos`` (uuid -> :class:`GpuInfo`) and ``speed-rows`` ("<uuid>/<class>" ->
+   :class:`SpeedRow`), both changelogged, so the learned speeds survive kill -9; each
+   batch's moved speeds go to the compacted ``fairlane.gpu-speeds.v1``
+   (:class:`SpeedBook`), and :meth:`SpeedAgents.heartbeat` re-publishes the quiet ones.
+
+The learner is one partition because a report teaches its ranks' GPUs from each other
+and a speed is read against every GPU of its model: no key splits that state. Reports
+are few (one per job per window), so one worker keeps up with a large fleet.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import faust
+import orjson
+from faust.types import Message
+
+from fairlane_events.codec import encode
+from fairlane_events.records import GpuSpeed, PlacementEvent
+from fairlane_scorer.core.progress import (
+    ProgressRejection,
+    decode_progress,
+    join_progress,
+    placement_change,
+)
+from fairlane_scorer.core.records import GpuLabels
+from fairlane_scorer.core.speed_book import PublishConfig, SpeedBook
+from fairlane_scorer.core.speed_input import (
+    GpuInfo,
+    decode_input,
+    encode_gpu_info,
+    encode_progress,
+    info_moved,
+)
+from fairlane_scorer.core.speeds import (
+    SpeedRow,
+    clock_priors,
+    decode_row,
+    encode_row,
+    learn,
+    speed_key,
+)
+from fairlane_scorer.delivery import Deliveries
+from fairlane_scorer.errors import SpeedInputFormatError
+from fairlane_scorer.metrics import ScorerMetrics
+from fairlane_scorer.rejects import dead_letter
+from fairlane_scoring.learned_speed import LearnerConfig
+from fairlane_scoring.reference import ScoreResult
+
+__all__ = ["SpeedAgents"]
+
+log = logging.getLogger("fairlane.scorer")
+
+Table = faust.Table[str, Any]
+
+#: The learner's input topic has one partition.
+LEARNER_PARTITION = 0
+
+
+class _Rows(Mapping[str, SpeedRow]):
+    """The ``speed-rows`` table as decoded rows: a row recovery left as bytes is
+    decoded once, on first use, and kept decoded."""
+
+    def __init__(self, table: Table) -> None:
+        self._data = table.data
+
+    def __getitem__(self, key: str) -> SpeedRow:
+        stored = self._data[key]
+        if isinstance(stored, bytes):
+            stored = self._data[key] = decode_row(stored)
+        return cast(SpeedRow, stored)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._data.keys()))
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+@dataclass
+class SpeedAgents:
+    learner: LearnerConfig
+    publish: PublishConfig
+    clock_epsilon: float
+    metrics: ScorerMetrics
+    speed_input: faust.TopicT  # the learner's input, one partition
+    speeds: faust.TopicT  # fairlane.gpu-speeds.v1
+    dead_letters: faust.TopicT
+    placement_gpus: Table  # placement id -> {uuid: node} (orjson bytes as recovered)
+    gpu_infos: Table  # uuid -> GpuInfo (encode_gpu_info bytes as recovered)
+    rows: Table  # "<uuid>/<class>" -> SpeedRow (encode_row bytes as recovered)
+    book: SpeedBook = field(init=False)
+    # uuid -> (what was sent to the learner, when): lost on restart, so sent again once
+    forwarded: dict[str, tuple[GpuInfo, int]] = field(default_factory=dict)
+    _priors: dict[str, float] | None = None  # None: to be computed from gpu_infos again
+    _generation: int | None = None
+
+    def __post_init__(self) -> None:
+        self.book = SpeedBook(self.learner, self.publish)
+
+    # -- stage 1: placements -------------------------------------------------------------
+
+    async def on_placement(self, message: Message, event: PlacementEvent, out: Deliveries) -> None:
+        """Keep the placement's row: its GPUs while it lives, nothing once it ended."""
+        change = placement_change(event)
+        if change is None:
+            return
+        pid = event.placement_id
+        if change.gpus is None:
+            if pid in self.placement_gpus.data:
+                await out.delete(self.placement_gpus, message.partition, pid)
+            return
+        encoded = orjson.dumps(change.gpus)
+        await out.write(self.placement_gpus, message.partition, pid, change.gpus, encoded)
+
+    def placement(self, pid: str) -> dict[str, str] | None:
+        stored = self.placement_gpus.data.get(pid)
+        if isinstance(stored, bytes):
+            stored = self.placement_gpus.data[pid] = orjson.loads(stored)
+        return cast(dict[str, str] | None, stored)
+
+    # -- stage 2: progress and scored GPUs, to the learner ------------------------------
+
+    async def on_progress(self, message: Message, out: Deliveries) -> None:
+        """Check one progress record against its placement; the learner gets what passes."""
+        self.metrics.progress_in.inc()
+        decoded = decode_progress(message.key, message.value)
+        if isinstance(decoded, ProgressRejection):
+            await self._reject(message, decoded, out)
+            return
+        joined = join_progress(decoded, self.placement(decoded.placement_id))
+        if isinstance(joined, ProgressRejection):
+            await self._reject(message, joined, out)
+            return
+        await out.send(
+            self.speed_input.get_topic_name(),
+            joined.placement_id.encode(),
+            encode_progress(joined),
+            partition=LEARNER_PARTITION,
+        )
+        self.metrics.progress_accepted.inc()
+
+    async def _reject(self, message: Message, why: ProgressRejection, out: Deliveries) -> None:
+        await dead_letter(out, self.dead_letters, message, f"{why.reason}: {why.error}")
+        self.metrics.dead_lettered.inc()
+        self.metrics.progress_rejected.labels(why.reason).inc()
+
+    async def on_scores(
+        self, emitted: Iterable[tuple[str, ScoreResult, GpuLabels]], out: Deliveries, at_ms: int
+    ) -> None:
+        """Tell the learner what the published scores say of their GPUs, when it moved
+        (or at least every heartbeat: what was sent may have been lost with a batch)."""
+        period_ms = self.publish.heartbeat_s * 1000
+        topic = self.speed_input.get_topic_name()
+        for uuid, result, labels in emitted:
+            info = GpuInfo(uuid, labels.node, labels.model, result.components.get("clock"))
+            sent = self.forwarded.get(uuid)
+            fresh = sent is not None and at_ms - sent[1] < period_ms
+            if fresh and not info_moved(sent[0] if sent else None, info, self.clock_epsilon):
+                continue
+            self.forwarded[uuid] = (info, at_ms)
+            await out.send(topic, uuid.encode(), encode_gpu_info(info), partition=LEARNER_PARTITION)
+
+    # -- stage 3: the learner --------------------------------------------------------------
+
+    def _gpu_info(self, uuid: str) -> GpuInfo | None:
+        stored = self.gpu_infos.data.get(uuid)
+        if isinstance(stored, bytes):
+            decoded = decode_input(stored)
+            stored = self.gpu_infos.data[uuid] = decoded if isinstance(decoded, GpuInfo) else None
+        return cast(GpuInfo | None, stored)
+
+    def _current_priors(self) -> dict[str, float]:
+        if self._priors is None:
+            infos = {u: info for u in list(self.gpu_infos.data) if (info := self._gpu_info(u))}
+            self._priors = clock_priors(infos, self.learner)
+        return self._priors
+
+    def _follow_generation(self) -> None:
+        """After a rebalance the table may hold other rows: rebuild the book from it."""
+        generation = self.speeds.app.consumer_generation_id
+        if generation != self._generation:
+            self._generation = generation
+            self.book.reset()
+            self._priors = None
+
+    async def on_input(self, messages: list[Message], out: Deliveries, at_ms: int) -> None:
+        """Learn from a batch of the learner's input: the GPU news first (the priors are
+        computed once a batch), then the reports in order; publish the moved speeds."""
+        self._follow_generation()
+        items = []
+        for message in messages:
+            try:
+                item = decode_input(message.value)
+            except SpeedInputFormatError as exc:
+                await dead_letter(out, self.dead_letters, message, str(exc))
+                self.metrics.dead_lettered.inc()
+                continue
+            if isinstance(item, GpuInfo):
+                encoded = encode_gpu_info(item)
+                await out.write(self.gpu_infos, message.partition, item.uuid, item, encoded)
+                self.metrics.speed_gpu_infos.inc()
+                self._priors = None
+            else:
+                items.append((message, item))
+        rows, priors = _Rows(self.rows), self._current_priors()
+        touched = set()
+        for message, joined in items:
+            infos = {r.uuid: info for r in joined.ranks if (info := self._gpu_info(r.uuid))}
+            keys = [speed_key(r.uuid, joined.job_class) for r in joined.ranks]
+            known = {key: rows[key] for key in keys if key in self.rows.data}
+            result = learn(known, joined, infos, priors, self.learner)
+            if result.replayed:
+                self.metrics.progress_replayed.inc()
+            for key, row in result.rows.items():
+                await out.write(self.rows, message.partition, key, row, encode_row(row))
+                touched.add(key)
+        if not self.book.primed:
+            self.book.prime(rows, priors, at_ms)
+        await self._publish(self.book.changed(rows, touched, priors, at_ms), out)
+
+    async def heartbeat(self, at_ms: int, owned: bool) -> None:
+        """Publish every learned speed not published for the heartbeat (all of them once
+        after a start or a rebalance), if this worker owns the learner's partition."""
+        if not owned:
+            return
+        self._follow_generation()
+        rows, priors = _Rows(self.rows), self._current_priors()
+        if not self.book.primed:
+            self.book.prime(rows, priors, at_ms)
+        out = Deliveries(self.speeds.app.producer)
+        await self._publish(self.book.heartbeat(rows, priors, at_ms), out)
+        await out.settle()
+
+    async def _publish(self, records: list[tuple[str, GpuSpeed]], out: Deliveries) -> None:
+        topic = self.speeds.get_topic_name()
+        for key, record in records:
+            await out.send(topic, key.encode(), encode(record), timestamp=record.ts_ms / 1000)
+        self.metrics.speeds_published.inc(len(records))
