@@ -39,8 +39,14 @@ def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     source.add_argument("--jobs", type=Path, help="your own jobs CSV (docs/evaluation-formats.md)")
     run.add_argument("--throughputs", type=Path, help="per-model throughputs CSV (default Gavel's)")
     run.add_argument("--variability", type=Path, help="per-GPU speeds CSV (default PAL's V100s)")
-    run.add_argument("--cluster", default="V100:16", help="MODEL:NODES,... (default V100:16)")
-    run.add_argument("--gpus-per-node", type=int, default=8)
+    run.add_argument(
+        "--cluster",
+        default="V100:16",
+        help="MODEL:NODES[xGPUS_PER_NODE],... e.g. T4:16x4,A100-40GB:2x8 (default V100:16)",
+    )
+    run.add_argument(
+        "--gpus-per-node", type=int, default=8, help="for entries without xGPUS (default 8)"
+    )
     run.add_argument("--max-jobs", type=int, help="only the first N jobs")
     run.add_argument("--policies", default=",".join(p.name for p in POLICIES))
     run.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")

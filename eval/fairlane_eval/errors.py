@@ -7,18 +7,27 @@
           +-- ThroughputError     a throughput table that cannot be read,   no
           |                       or a question it cannot answer
           +-- VariabilityError    a variability file that cannot be used    no
+          +-- ClusterError        a cluster description that cannot be      no
+          |                       used (--cluster, node sizes)
           +-- LiveError           the live run could not be carried out     no
                                   (a service did not start, the stack saw
                                   another fleet...): fix and rerun
 
-The three data errors are also ``ValueError``: bad input, as the CSV readers report it.
+The data and cluster errors are also ``ValueError``: bad input, as the readers report it.
 """
 
 from __future__ import annotations
 
 from fairlane_events.errors import FairlaneError
 
-__all__ = ["EvalError", "LiveError", "ThroughputError", "VariabilityError", "WorkloadError"]
+__all__ = [
+    "ClusterError",
+    "EvalError",
+    "LiveError",
+    "ThroughputError",
+    "VariabilityError",
+    "WorkloadError",
+]
 
 
 class EvalError(FairlaneError):
@@ -35,6 +44,10 @@ class ThroughputError(EvalError, ValueError):
 
 class VariabilityError(EvalError, ValueError):
     """A variability file that cannot be used; the message says where and which field."""
+
+
+class ClusterError(EvalError, ValueError):
+    """A cluster description that cannot be used; the message says which entry and why."""
 
 
 class LiveError(EvalError):

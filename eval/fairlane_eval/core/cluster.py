@@ -9,11 +9,13 @@ runs, given the GPU's episodes and the jobs placed on it.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from fairlane_eval.core.cluster_spec import ClusterSpec, NodeGroup
 from fairlane_eval.core.faults import FaultModel, draw_episodes, episode_end_s
 from fairlane_eval.core.fleet_variability import Variability, speeds_for_model
 from fairlane_events.gpu_models import CATALOG, GpuModelSpec
@@ -21,37 +23,9 @@ from fairlane_sim.fleet import JOB_RAMP_S, FleetSimulator, FleetSpec
 from fairlane_sim.physics import DRAWS_PER_SAMPLE, GpuReading, read_gpu
 from fairlane_sim.scenario import Scenario, ScenarioEvent
 
-__all__ = ["ClusterSpec", "HiddenFleet", "HiddenGpu", "job_event"]
+__all__ = ["ClusterSpec", "HiddenFleet", "HiddenGpu", "NodeGroup", "job_event"]
 
 _NO_NOISE = (0.5,) * DRAWS_PER_SAMPLE
-
-
-@dataclass(frozen=True)
-class ClusterSpec:
-    """``nodes`` per catalogue model, ``gpus_per_node`` each; nodes are named by model."""
-
-    nodes: tuple[tuple[str, int], ...]  # (catalogue key, node count)
-    gpus_per_node: int = 8
-
-    def __post_init__(self) -> None:
-        unknown = [m for m, _ in self.nodes if m not in CATALOG]
-        if unknown or not self.nodes or any(n < 1 for _, n in self.nodes):
-            raise ValueError(f"nodes must be (catalogue key, count >= 1); unknown: {unknown}")
-
-    @classmethod
-    def parse(cls, text: str, gpus_per_node: int = 8) -> ClusterSpec:
-        """``"V100:64,P100:32"`` -> 64 V100 nodes and 32 P100 nodes."""
-        pairs = []
-        for part in text.split(","):
-            model, _, count = part.strip().partition(":")
-            if not count.isdigit():
-                raise ValueError(f"cluster {text!r}: expected MODEL:NODES[,MODEL:NODES...]")
-            pairs.append((model, int(count)))
-        return cls(tuple(pairs), gpus_per_node)
-
-    @property
-    def gpus(self) -> int:
-        return sum(n for _, n in self.nodes) * self.gpus_per_node
 
 
 @dataclass(frozen=True)
@@ -92,13 +66,13 @@ class HiddenFleet:
         ``seed``. Nodes of different models are shuffled together, so that first fit by
         name favours no model."""
         rng = np.random.default_rng(seed)
-        models = [model for model, count in spec.nodes for _ in range(count)]
-        rng.shuffle(models)
+        nodes = [(g.model, g.gpus_per_node) for g in spec.groups for _ in range(g.nodes)]
+        rng.shuffle(nodes)  # draws as the list of models it was, so fleets are unchanged
         gpus: list[HiddenGpu] = []
-        for n, model in enumerate(models):
+        for n, (model, size) in enumerate(nodes):
             measured = np.sort(np.asarray(speeds_for_model(variability, model), dtype=np.float64))
             node = f"node-{n:04d}"
-            for i in range(spec.gpus_per_node):
+            for i in range(size):
                 speed = float(np.quantile(measured, rng.random()))
                 idle = float(rng.uniform(32, 45))
                 uuid = f"GPU-{seed:04x}-{len(gpus):06d}"
@@ -121,6 +95,16 @@ class HiddenFleet:
                 )
                 episodes.append(sim.events_touching(g.uuid))
         return cls(gpus, episodes)
+
+    def groups(self) -> tuple[NodeGroup, ...]:
+        """The fleet's nodes as groups of (model, node size), counted; a node's model is
+        its first GPU's (the fleets built here have one model a node)."""
+        nodes: dict[str, tuple[str, int]] = {}
+        for gpu in self.gpus:
+            model, size = nodes.get(gpu.node, (gpu.spec.key, 0))
+            nodes[gpu.node] = (model, size + 1)
+        counts = Counter(nodes.values())
+        return tuple(NodeGroup(m, n, size) for (m, size), n in sorted(counts.items()))
 
     def events_at(
         self, row: int, t_s: float, jobs: Iterable[ScenarioEvent] = ()

@@ -47,7 +47,7 @@ class Setup:
         """Episodes are drawn over this long: the last arrival, then twice the time the
         whole cluster needs for all the work on its slowest model, and a week more."""
         last = max((j.arrival_s for j in self.jobs), default=0.0)
-        models = [m for m, _ in self.cluster.nodes]
+        models = self.cluster.models
         gpu_s = 0.0
         for j in self.jobs:
             rates = [self.throughputs.steps_per_s(j.job_type, m, j.gpus) for m in models]
