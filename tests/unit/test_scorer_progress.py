@@ -12,7 +12,9 @@ from fairlane_events.codec import encode
 from fairlane_events.records import GpuSlot, JobProgress, NodeAssignment, PlacementEvent
 from fairlane_scorer.core.progress import (
     FOREIGN_GPU,
+    FUTURE,
     INVALID,
+    MAX_AHEAD_MS,
     UNKNOWN_PLACEMENT,
     WRONG_KEY,
     JoinedProgress,
@@ -81,7 +83,7 @@ def test_ranks_on_the_placements_gpus_are_joined_with_their_nodes() -> None:
     gpus = placement_change(placement("created"))
     assert gpus is not None
     assert gpus.gpus is not None
-    joined = join_progress(progress(["n1-g1", "n2-g0"]), gpus.gpus)
+    joined = join_progress(progress(["n1-g1", "n2-g0"]), gpus.gpus, T0)
     assert joined == JoinedProgress(
         "p1",
         "compute-bound",
@@ -92,15 +94,24 @@ def test_ranks_on_the_placements_gpus_are_joined_with_their_nodes() -> None:
 
 
 def test_a_rank_on_a_gpu_outside_the_placement_is_rejected() -> None:
-    joined = join_progress(progress(["n1-g0", "n9-g0"]), {"n1-g0": "n1", "n1-g1": "n1"})
+    joined = join_progress(progress(["n1-g0", "n9-g0"]), {"n1-g0": "n1", "n1-g1": "n1"}, T0)
     assert isinstance(joined, ProgressRejection)
     assert joined.reason == FOREIGN_GPU
     assert "'n9-g0'" in joined.error
 
 
 def test_progress_of_no_live_placement_is_rejected() -> None:
-    joined = join_progress(progress(["n1-g0"]), None)
+    joined = join_progress(progress(["n1-g0"]), None, T0)
     assert joined == ProgressRejection(UNKNOWN_PLACEMENT, "no live placement 'p1'")
+
+
+def test_a_report_from_beyond_the_hour_ahead_is_rejected() -> None:
+    gpus = {"n1-g0": "n1", "n1-g1": "n1"}
+    record = progress(["n1-g0", "n1-g1"])  # ends at T0 + 1 min
+    assert isinstance(join_progress(record, gpus, T0 + 60_000 - MAX_AHEAD_MS), JoinedProgress)
+    late = join_progress(record, gpus, T0 + 60_000 - MAX_AHEAD_MS - 1)
+    assert isinstance(late, ProgressRejection)
+    assert late.reason == FUTURE
 
 
 def test_decoding_checks_the_schema_and_the_key() -> None:

@@ -223,9 +223,12 @@ def _learn_speeds(
         value_serializer="raw",
     )
 
+    async def check(message: Message, out: Deliveries) -> None:
+        await speeds.on_progress(message, out, now_ms())
+
     @app.agent(progress)
     async def join_progress(stream: faust.StreamT[bytes]) -> None:
-        await in_batches(stream, progress, one_by_one(speeds.on_progress))
+        await in_batches(stream, progress, one_by_one(check))
 
     @app.agent(speeds.speed_input)
     async def learn_speeds(stream: faust.StreamT[bytes]) -> None:

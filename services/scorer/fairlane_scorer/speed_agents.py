@@ -139,14 +139,14 @@ class SpeedAgents:
 
     # -- stage 2: progress and scored GPUs, to the learner ------------------------------
 
-    async def on_progress(self, message: Message, out: Deliveries) -> None:
+    async def on_progress(self, message: Message, out: Deliveries, at_ms: int) -> None:
         """Check one progress record against its placement; the learner gets what passes."""
         self.metrics.progress_in.inc()
         decoded = decode_progress(message.key, message.value)
         if isinstance(decoded, ProgressRejection):
             await self._reject(message, decoded, out)
             return
-        joined = join_progress(decoded, self.placement(decoded.placement_id))
+        joined = join_progress(decoded, self.placement(decoded.placement_id), at_ms)
         if isinstance(joined, ProgressRejection):
             await self._reject(message, joined, out)
             return

@@ -22,7 +22,9 @@ from fairlane_scorer.core.allocations import ENDING_EVENTS
 
 __all__ = [
     "FOREIGN_GPU",
+    "FUTURE",
     "INVALID",
+    "MAX_AHEAD_MS",
     "REASONS",
     "UNKNOWN_PLACEMENT",
     "WRONG_KEY",
@@ -40,7 +42,13 @@ INVALID = "invalid"  # not the topic's schema
 WRONG_KEY = "wrong_key"  # keyed otherwise than by its placement id
 UNKNOWN_PLACEMENT = "unknown_placement"  # no live placement of that id (never, or ended)
 FOREIGN_GPU = "foreign_gpu"  # a rank names a GPU its placement does not hold
-REASONS = (INVALID, WRONG_KEY, UNKNOWN_PLACEMENT, FOREIGN_GPU)
+FUTURE = "future"  # its window ends too far ahead of the scorer's clock
+REASONS = (INVALID, WRONG_KEY, UNKNOWN_PLACEMENT, FOREIGN_GPU, FUTURE)
+
+#: How far a report's ``ts_ms`` may run ahead of the scorer's clock. The learner takes a
+#: report not newer than a GPU's last one for a replay, so one stamped a year ahead would
+#: silence every later report on its GPUs, whichever job sent them.
+MAX_AHEAD_MS = 3600 * 1000
 
 #: A live placement's GPUs: uuid -> the node its allocation holds it on.
 PlacementGpus = Mapping[str, str]
@@ -109,10 +117,13 @@ def decode_progress(key: bytes | None, value: bytes | None) -> JobProgress | Pro
 
 
 def join_progress(
-    progress: JobProgress, gpus: PlacementGpus | None
+    progress: JobProgress, gpus: PlacementGpus | None, now_ms: int
 ) -> JoinedProgress | ProgressRejection:
     """``progress`` with each rank's node from its placement's allocation ``gpus`` (None:
     no live placement of that id), or why it cannot be."""
+    if progress.ts_ms > now_ms + MAX_AHEAD_MS:
+        ahead_s = (progress.ts_ms - now_ms) / 1000
+        return ProgressRejection(FUTURE, f"ts_ms is {ahead_s:.0f} s ahead of the scorer's clock")
     if gpus is None:
         return ProgressRejection(UNKNOWN_PLACEMENT, f"no live placement {progress.placement_id!r}")
     foreign = [r.uuid for r in progress.ranks if r.uuid not in gpus]
