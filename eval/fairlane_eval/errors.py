@@ -9,11 +9,14 @@
           +-- VariabilityError    a variability file that cannot be used    no
           +-- ClusterError        a cluster description that cannot be      no
           |                       used (--cluster, node sizes)
+          +-- OptionError         a command-line option that cannot apply   no
+          |                       (unknown policy, a baseline not run...)
           +-- LiveError           the live run could not be carried out     no
                                   (a service did not start, the stack saw
                                   another fleet...): fix and rerun
 
-The data and cluster errors are also ``ValueError``: bad input, as the readers report it.
+The data, cluster and option errors are also ``ValueError``: bad input, which the CLI
+reports as one line ``fairlane-eval: FILE:LINE: what is wrong`` and exit status 2.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ __all__ = [
     "ClusterError",
     "EvalError",
     "LiveError",
+    "OptionError",
     "ThroughputError",
     "VariabilityError",
     "WorkloadError",
@@ -48,6 +52,10 @@ class VariabilityError(EvalError, ValueError):
 
 class ClusterError(EvalError, ValueError):
     """A cluster description that cannot be used; the message says which entry and why."""
+
+
+class OptionError(EvalError, ValueError):
+    """A command-line option that cannot apply; the message names the option."""
 
 
 class LiveError(EvalError):

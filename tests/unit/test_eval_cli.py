@@ -9,32 +9,132 @@ import pytest
 from fairlane_eval.__main__ import main
 from fairlane_eval.core.workload import Job, write_jobs_csv
 
+QUICK = ["--seeds", "1", "--workers", "1", "--rate", "0"]
+
 
 def test_run_replays_a_shipped_trace_under_chosen_policies(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    argv = ["run", "--trace", "pollux-workload-1", "--max-jobs", "12", "--cluster", "T4:2"]
+    argv = ["run", "--trace", "pollux-workload-1", "--max-jobs", "12", "--cluster", "T4:4"]
     argv += ["--seeds", "2", "--policies", "static,fairlane-fastest", "--workers", "1"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "pollux-workload-1: 12 jobs on 16 GPUs" in out
+    assert "pollux-workload-1: 12 jobs on 32 GPUs" in out
     assert "fairlane-fastest" in out
     assert "[" in out  # a confidence interval over the two seeds
 
 
-def test_run_replays_a_users_jobs_throughputs_and_gpu_speeds(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    jobs = tmp_path / "jobs.csv"
-    jobs.write_text(
-        write_jobs_csv([Job(f"j{i}", 60.0 * i, 2, 1, "mine", 3600.0) for i in range(6)])
+def user_files(tmp_path: Path, jobs: list[Job] | None = None) -> list[str]:
+    """A user's jobs (six 2-GPU jobs of type "mine"), throughputs and GPU speeds."""
+    path = tmp_path / "jobs.csv"
+    path.write_text(
+        write_jobs_csv(jobs or [Job(f"j{i}", 60.0 * i, 2, 1, "mine", 3600.0) for i in range(6)])
     )
     throughputs = tmp_path / "throughputs.csv"
     throughputs.write_text("job_type,model,scale_factor,steps_per_s\nmine,V100,2,1.5\n")
     speeds = tmp_path / "speeds.csv"
     speeds.write_text("relative_speed\n0.95\n1.0\n1.02\n")
-    argv = ["run", "--jobs", str(jobs), "--throughputs", str(throughputs)]
-    argv += ["--variability", str(speeds), "--cluster", "V100:1", "--seeds", "1"]
-    argv += ["--policies", "static,oracle-fastest", "--workers", "1", "--rate", "0"]
+    return ["--jobs", str(path), "--throughputs", str(throughputs), "--variability", str(speeds)]
+
+
+def test_run_replays_a_users_jobs_throughputs_and_gpu_speeds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", *user_files(tmp_path), "--cluster", "V100:1", *QUICK]
+    argv += ["--policies", "static,oracle-fastest"]
     assert main(argv) == 0
     assert "jobs.csv: 6 jobs on 8 GPUs" in capsys.readouterr().out
+
+
+# ------------------------------------------------------- input errors: one line, status 2
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def test_a_bad_jobs_row_is_one_line_naming_file_line_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", *user_files(tmp_path), "--cluster", "V100:1", *QUICK]
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(jobs.read_text().replace("j2,120,2,", "j2,120,0,"))
+    assert main(argv) == 2
+    assert one_line_error(capsys) == (
+        f"fairlane-eval: {jobs}:4: gpus_per_node: must be 1..64, got 0"
+    )
+
+
+def test_a_bad_variability_row_names_its_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", *user_files(tmp_path), "--cluster", "V100:1", *QUICK]
+    (tmp_path / "speeds.csv").write_text("relative_speed\n0.95\nfast\n")
+    assert main(argv) == 2
+    line = one_line_error(capsys)
+    assert (
+        line == f"fairlane-eval: {tmp_path / 'speeds.csv'}:3: relative_speed: not a number: 'fast'"
+    )
+
+
+def test_a_bad_throughputs_row_names_its_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", *user_files(tmp_path), "--cluster", "V100:1", *QUICK]
+    (tmp_path / "throughputs.csv").write_text(
+        "job_type,model,scale_factor,steps_per_s\nmine,V100,0,1\n"
+    )
+    assert main(argv) == 2
+    assert f"{tmp_path / 'throughputs.csv'}:2: scale_factor:" in one_line_error(capsys)
+
+
+def test_a_job_type_without_throughputs_fails_at_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jobs = [Job("a", 0.0, 1, 1, "mine", 10.0), Job("b", 5.0, 1, 1, "theirs", 10.0)]
+    argv = ["run", *user_files(tmp_path, jobs), "--cluster", "V100:1", *QUICK]
+    assert main(argv) == 2
+    assert one_line_error(capsys) == (
+        f"fairlane-eval: {tmp_path / 'jobs.csv'}:3: job_type: 'theirs' has no throughputs; "
+        "known: 'mine'"
+    )
+
+
+def test_a_model_without_gpu_speeds_is_an_input_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", *user_files(tmp_path), "--cluster", "V100:1,T4:1", *QUICK]
+    (tmp_path / "speeds.csv").write_text("model,relative_speed\nV100,0.95\n")
+    assert main(argv) == 2
+    assert "speeds.csv: no speeds for T4" in one_line_error(capsys)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+        (["--seeds", "0"], "argument --seeds: must be >= 1, got 0"),
+        (["--cluster", "V100:2x0"], "V100: GPUs per node must be 1..64, got 0"),
+        (["--cluster", "V100"], "expected MODEL:NODES or MODEL:NODESxGPUS_PER_NODE"),
+        (["--policies", "static,fastest"], "--policies: unknown fastest; known: static"),
+        (["--baseline", "fairlane-spread"], "--baseline fairlane-spread is not among"),
+        (["--threshold", "0.7", "--recent-weight", "1.5"], "recent_weight must be in (0, 1)"),
+    ],
+)
+def test_a_bad_option_is_one_line_and_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], options: list[str], message: str
+) -> None:
+    argv = ["run", *user_files(tmp_path), *QUICK, "--policies", "static", *options]
+    assert main(argv) == 2
+    line = one_line_error(capsys)
+    assert line.startswith("fairlane-eval: ")
+    assert message in line
+
+
+def test_a_missing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--jobs", str(tmp_path / "nope.csv"), *QUICK]) == 2
+    assert one_line_error(capsys).startswith(f"fairlane-eval: {tmp_path / 'nope.csv'}: ")

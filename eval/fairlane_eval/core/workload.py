@@ -13,7 +13,7 @@ Pure: text in, frozen values out.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,8 +112,14 @@ def by_arrival(jobs: Iterable[Job]) -> list[Job]:
     return sorted(jobs, key=lambda j: (j.arrival_s, j.job_id))
 
 
-def read_jobs_csv(text: str, *, source: str = "<jobs csv>") -> list[Job]:
-    """Parse the documented jobs CSV; sorted by arrival then job_id; duplicate ids rejected."""
+def read_jobs_csv(
+    text: str, *, source: str = "<jobs csv>", job_types: Collection[str] | None = None
+) -> list[Job]:
+    """Parse the documented jobs CSV; sorted by arrival then job_id; duplicate ids rejected.
+
+    ``job_types``: the types the throughput table knows; a job of another type then
+    fails at its line (else at its first placement, far from the file).
+    """
     jobs: list[Job] = []
     lines: dict[str, int] = {}
     for row in rows(text, _REQUIRED, source=source, error=WorkloadError):
@@ -131,6 +137,9 @@ def read_jobs_csv(text: str, *, source: str = "<jobs csv>") -> list[Job]:
             "namespace": row.text("namespace", "default"),
             "priority": row.integer("priority", 0),
         }
+        if job_types is not None and values["job_type"] not in job_types:
+            known = ", ".join(repr(t) for t in job_types)
+            raise row.fail("job_type", f"{values['job_type']!r} has no throughputs; known: {known}")
         jobs.append(job_from_row(row, values))
     return by_arrival(jobs)
 

@@ -1,0 +1,202 @@
+"""`fairlane-eval run`: one trace on one cluster under chosen policies, over seeds.
+
+The I/O around core/: reads the user's files, checks that the inputs fit together
+(every job type has throughputs, every model has speeds), runs the trials and prints
+the results. Input that cannot be used raises one of the errors of
+:mod:`fairlane_eval.errors`, which ``__main__`` reports as one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from fairlane_eval.core.cluster_spec import MAX_GPUS_PER_NODE, ClusterSpec
+from fairlane_eval.core.experiment import Setup, paired_change
+from fairlane_eval.core.faults import FaultModel
+from fairlane_eval.core.fleet_variability import (
+    Variability,
+    default_variability,
+    read_variability_csv,
+    speeds_for_model,
+)
+from fairlane_eval.core.metrics import METRICS, Summary
+from fairlane_eval.core.policies import POLICIES
+from fairlane_eval.core.sim_types import SimConfig
+from fairlane_eval.core.throughputs import (
+    ThroughputTable,
+    read_throughputs_csv,
+    shipped_throughputs,
+)
+from fairlane_eval.core.traces import load_shipped_trace, shipped_traces
+from fairlane_eval.core.workload import Job, read_jobs_csv
+from fairlane_eval.errors import OptionError, VariabilityError
+from fairlane_eval.runner import Trial, run_trials
+from fairlane_scoring.config import ScoreConfig
+
+__all__ = ["add_run_parser", "run_command"]
+
+_DEFAULT_GPUS_PER_NODE = 8
+_DEFAULT_BASELINE = "static"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _node_size(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_GPUS_PER_NODE:
+        raise argparse.ArgumentTypeError(f"must be 1..{MAX_GPUS_PER_NODE}, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def add_run_parser(sub: argparse._SubParsersAction[Any]) -> None:
+    run = sub.add_parser("run", help="replay one trace on one cluster under chosen policies")
+    source = run.add_mutually_exclusive_group(required=True)
+    source.add_argument("--trace", choices=shipped_traces(), help="a shipped trace")
+    source.add_argument("--jobs", type=Path, help="your own jobs CSV (docs/evaluation-formats.md)")
+    run.add_argument("--throughputs", type=Path, help="per-model throughputs CSV (default Gavel's)")
+    run.add_argument("--variability", type=Path, help="per-GPU speeds CSV (default PAL's V100s)")
+    run.add_argument(
+        "--cluster",
+        default="V100:16",
+        help="MODEL:NODES[xGPUS_PER_NODE],... e.g. T4:16x4,A100-40GB:2x8 (default V100:16)",
+    )
+    run.add_argument(
+        "--gpus-per-node",
+        type=_node_size,
+        default=_DEFAULT_GPUS_PER_NODE,
+        help="for --cluster entries without xGPUS (default 8)",
+    )
+    run.add_argument("--max-jobs", type=_positive_int, help="only the first N jobs")
+    run.add_argument(
+        "--policies",
+        default=",".join(p.name for p in POLICIES),
+        help="comma-separated (default: all)",
+    )
+    run.add_argument("--seeds", type=_positive_int, default=3, help="seeds 0..N-1 (default 3)")
+    run.add_argument("--rate", type=_non_negative, default=1.0, help="fail-slow rate x default")
+    run.add_argument("--interval-s", type=float, default=60.0, help="sampling interval")
+    run.add_argument("--threshold", type=float, default=0.65)
+    run.add_argument("--recent-weight", type=float, default=0.70)
+    run.add_argument("--history-s", type=float, default=600.0)
+    run.add_argument("--stabilization-s", type=float, default=120.0)
+    run.add_argument("--workers", type=_positive_int, help="parallel processes (default: CPUs)")
+    run.add_argument(
+        "--baseline", help=f"the policy changes are paired against (default {_DEFAULT_BASELINE})"
+    )
+
+
+def _jobs(args: argparse.Namespace, throughputs: ThroughputTable) -> list[Job]:
+    if args.jobs:
+        text = args.jobs.read_text()
+        return read_jobs_csv(text, source=str(args.jobs), job_types=throughputs.job_types())
+    return load_shipped_trace(args.trace, throughputs, 0)
+
+
+def _variability(args: argparse.Namespace, cluster: ClusterSpec) -> Variability:
+    if not args.variability:
+        return default_variability()
+    variability = read_variability_csv(args.variability.read_text(), source=str(args.variability))
+    for model in cluster.models:
+        try:
+            speeds_for_model(variability, model)
+        except VariabilityError as exc:
+            raise VariabilityError(
+                f"{args.variability}: {exc} (add rows without a model)"
+            ) from None
+    return variability
+
+
+def _config(args: argparse.Namespace) -> SimConfig:
+    try:
+        score = ScoreConfig(
+            interval_s=args.interval_s,
+            threshold=args.threshold,
+            recent_weight=args.recent_weight,
+            history_s=args.history_s,
+            recent_window_s=min(300.0, args.history_s),
+        )
+        return SimConfig(score=score, stabilization_s=args.stabilization_s)
+    except ValueError as exc:
+        raise OptionError(f"score options: {exc}") from None
+
+
+def _policies(args: argparse.Namespace) -> tuple[tuple[str, ...], str | None]:
+    """(policies to run, baseline or None) from the options."""
+    known = {p.name for p in POLICIES}
+    names = tuple(dict.fromkeys(n.strip() for n in args.policies.split(",") if n.strip()))
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        every = ", ".join(p.name for p in POLICIES)
+        raise OptionError(f"--policies: unknown {', '.join(unknown) or '(none)'}; known: {every}")
+    baseline = args.baseline or _DEFAULT_BASELINE
+    if baseline not in names:
+        if args.baseline is not None:
+            raise OptionError(f"--baseline {baseline} is not among --policies {args.policies}")
+        return names, None
+    return names, baseline
+
+
+def _setup(args: argparse.Namespace) -> Setup:
+    cluster = ClusterSpec.parse(args.cluster, args.gpus_per_node)
+    if args.throughputs:
+        source = str(args.throughputs)
+        throughputs = read_throughputs_csv(args.throughputs.read_text(), source=source)
+    else:
+        throughputs = shipped_throughputs()
+    jobs = _jobs(args, throughputs)[: args.max_jobs]
+    variability = _variability(args, cluster)
+    config = _config(args)
+    name = args.jobs.name if args.jobs else args.trace
+    faults = FaultModel(rate_scale=args.rate)
+    return Setup(name, tuple(jobs), cluster, throughputs, variability, faults, config)
+
+
+def run_command(args: argparse.Namespace, out: TextIO) -> int:
+    """Run what ``args`` asks and print the results to ``out``."""
+    names, baseline = _policies(args)
+    setup = _setup(args)
+    trials = [Trial(setup, name, seed) for name in names for seed in range(args.seeds)]
+    results = run_trials(trials, workers=args.workers, label=setup.name)
+    runs: dict[str, dict[int, Summary]] = {}
+    for trial, summary in results.items():
+        runs.setdefault(trial.policy, {})[trial.seed] = summary
+    against = f"changes paired against {baseline}" if baseline else "no baseline run"
+    print(
+        f"{setup.name}: {len(setup.jobs)} jobs on {setup.cluster.gpus} GPUs, "
+        f"fail-slow rate x{args.rate:g}, seeds 0-{args.seeds - 1}; {against}",
+        file=out,
+    )
+    shown = ("mean_jct_s", "p95_jct_s", "mean_queue_s", "lost_gpu_h", "slow_placement_share")
+    print(f"{'policy':22s}" + "".join(f"{METRICS[m][0]:>32s}" for m in shown), file=out)
+    for name in names:
+        cells = []
+        for m in shown:
+            value = float(np.mean([getattr(s, m) for s in runs[name].values()]))
+            text = f"{value / 3600:.3f} h" if METRICS[m][1] == "s" else f"{value:.3f}"
+            if baseline is not None and name != baseline and METRICS[m][1] == "s":
+                text += f" ({paired_change(runs, m, name, baseline)})"
+            cells.append(f"{text:>32s}")
+        print(f"{name:22s}" + "".join(cells), file=out)
+    return 0
