@@ -15,7 +15,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from fairlane_eval.core.cluster_spec import MAX_GPUS_PER_NODE, ClusterSpec
-from fairlane_eval.core.experiment import Setup, paired_change
+from fairlane_eval.core.experiment import Setup, paired_change, with_oracle
 from fairlane_eval.core.faults import FaultModel
 from fairlane_eval.core.fleet_variability import (
     Variability,
@@ -24,7 +24,7 @@ from fairlane_eval.core.fleet_variability import (
     speeds_for_model,
 )
 from fairlane_eval.core.metrics import METRICS, Summary
-from fairlane_eval.core.policies import POLICIES
+from fairlane_eval.core.policies import ORACLE, ORACLES, POLICIES
 from fairlane_eval.core.sim_types import SimConfig
 from fairlane_eval.core.throughputs import (
     ThroughputTable,
@@ -92,7 +92,7 @@ def add_run_parser(sub: argparse._SubParsersAction[Any]) -> None:
     run.add_argument(
         "--policies",
         default=",".join(p.name for p in POLICIES),
-        help="comma-separated (default: all)",
+        help=f"comma-separated; {ORACLE!r} is the best of {', '.join(ORACLES)} per seed",
     )
     run.add_argument("--seeds", type=_positive_int, default=3, help="seeds 0..N-1 (default 3)")
     run.add_argument("--rate", type=_non_negative, default=1.0, help="fail-slow rate x default")
@@ -142,20 +142,23 @@ def _config(args: argparse.Namespace) -> SimConfig:
         raise OptionError(f"score options: {exc}") from None
 
 
-def _policies(args: argparse.Namespace) -> tuple[tuple[str, ...], str | None]:
-    """(policies to run, baseline or None) from the options."""
+def _policies(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[str, ...], str | None]:
+    """(policies to show, policies to run, baseline or None) from the options."""
     known = {p.name for p in POLICIES}
-    names = tuple(dict.fromkeys(n.strip() for n in args.policies.split(",") if n.strip()))
-    unknown = [n for n in names if n not in known]
-    if unknown or not names:
-        every = ", ".join(p.name for p in POLICIES)
-        raise OptionError(f"--policies: unknown {', '.join(unknown) or '(none)'}; known: {every}")
+    shown = tuple(dict.fromkeys(n.strip() for n in args.policies.split(",") if n.strip()))
+    unknown = [n for n in shown if n not in known and n != ORACLE]
+    if unknown or not shown:
+        names = ", ".join([*(p.name for p in POLICIES), ORACLE])
+        raise OptionError(f"--policies: unknown {', '.join(unknown) or '(none)'}; known: {names}")
+    trials = tuple(
+        dict.fromkeys(n for name in shown for n in (ORACLES if name == ORACLE else (name,)))
+    )
     baseline = args.baseline or _DEFAULT_BASELINE
-    if baseline not in names:
+    if baseline not in shown:
         if args.baseline is not None:
             raise OptionError(f"--baseline {baseline} is not among --policies {args.policies}")
-        return names, None
-    return names, baseline
+        return shown, trials, None
+    return shown, trials, baseline
 
 
 def _setup(args: argparse.Namespace) -> Setup:
@@ -175,24 +178,26 @@ def _setup(args: argparse.Namespace) -> Setup:
 
 def run_command(args: argparse.Namespace, out: TextIO) -> int:
     """Run what ``args`` asks and print the results to ``out``."""
-    names, baseline = _policies(args)
+    shown, names, baseline = _policies(args)
     setup = _setup(args)
     trials = [Trial(setup, name, seed) for name in names for seed in range(args.seeds)]
     results = run_trials(trials, workers=args.workers, label=setup.name)
     runs: dict[str, dict[int, Summary]] = {}
     for trial, summary in results.items():
         runs.setdefault(trial.policy, {})[trial.seed] = summary
+    if ORACLE in shown:  # per seed, the best of the oracle policies that ran
+        runs = with_oracle(runs)
     against = f"changes paired against {baseline}" if baseline else "no baseline run"
     print(
         f"{setup.name}: {len(setup.jobs)} jobs on {setup.cluster.gpus} GPUs, "
         f"fail-slow rate x{args.rate:g}, seeds 0-{args.seeds - 1}; {against}",
         file=out,
     )
-    shown = ("mean_jct_s", "p95_jct_s", "mean_queue_s", "lost_gpu_h", "slow_placement_share")
-    print(f"{'policy':22s}" + "".join(f"{METRICS[m][0]:>32s}" for m in shown), file=out)
-    for name in names:
+    metrics = ("mean_jct_s", "p95_jct_s", "mean_queue_s", "lost_gpu_h", "slow_placement_share")
+    print(f"{'policy':22s}" + "".join(f"{METRICS[m][0]:>32s}" for m in metrics), file=out)
+    for name in shown:
         cells = []
-        for m in shown:
+        for m in metrics:
             value = float(np.mean([getattr(s, m) for s in runs[name].values()]))
             text = f"{value / 3600:.3f} h" if METRICS[m][1] == "s" else f"{value:.3f}"
             if baseline is not None and name != baseline and METRICS[m][1] == "s":

@@ -138,3 +138,17 @@ def test_a_bad_option_is_one_line_and_status_2(
 def test_a_missing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--jobs", str(tmp_path / "nope.csv"), *QUICK]) == 2
     assert one_line_error(capsys).startswith(f"fairlane-eval: {tmp_path / 'nope.csv'}: ")
+
+
+# ------------------------------------------------------------------ the oracle
+
+
+def test_the_oracle_is_selectable_and_can_be_the_baseline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", *user_files(tmp_path), "--cluster", "V100:1", *QUICK]
+    assert main([*argv, "--policies", "static,oracle", "--baseline", "oracle"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0] for line in out.splitlines()[2:]}
+    assert rows == {"static", "oracle"}  # the oracle's three members run, unshown
+    assert "changes paired against oracle" in out
