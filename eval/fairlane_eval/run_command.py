@@ -12,10 +12,8 @@ import argparse
 from pathlib import Path
 from typing import Any, TextIO
 
-import numpy as np
-
 from fairlane_eval.core.cluster_spec import MAX_GPUS_PER_NODE, ClusterSpec
-from fairlane_eval.core.experiment import Setup, paired_change, with_oracle
+from fairlane_eval.core.experiment import Setup, with_oracle
 from fairlane_eval.core.faults import FaultModel
 from fairlane_eval.core.fleet_variability import (
     Variability,
@@ -23,7 +21,7 @@ from fairlane_eval.core.fleet_variability import (
     read_variability_csv,
     speeds_for_model,
 )
-from fairlane_eval.core.metrics import METRICS, Summary
+from fairlane_eval.core.metrics import Summary
 from fairlane_eval.core.policies import ORACLE, ORACLES, POLICIES
 from fairlane_eval.core.sim_types import SimConfig
 from fairlane_eval.core.throughputs import (
@@ -34,6 +32,7 @@ from fairlane_eval.core.throughputs import (
 from fairlane_eval.core.traces import load_shipped_trace, shipped_traces
 from fairlane_eval.core.workload import Job, read_jobs_csv
 from fairlane_eval.errors import OptionError, VariabilityError
+from fairlane_eval.run_output import RunResults, results_json, results_table
 from fairlane_eval.runner import Trial, run_trials
 from fairlane_scoring.config import ScoreConfig
 
@@ -105,6 +104,7 @@ def add_run_parser(sub: argparse._SubParsersAction[Any]) -> None:
     run.add_argument(
         "--baseline", help=f"the policy changes are paired against (default {_DEFAULT_BASELINE})"
     )
+    run.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
 def _jobs(args: argparse.Namespace, throughputs: ThroughputTable) -> list[Job]:
@@ -177,31 +177,25 @@ def _setup(args: argparse.Namespace) -> Setup:
 
 
 def run_command(args: argparse.Namespace, out: TextIO) -> int:
-    """Run what ``args`` asks and print the results to ``out``."""
+    """Run what ``args`` asks; print the table (or JSON) to ``out``."""
     shown, names, baseline = _policies(args)
     setup = _setup(args)
-    trials = [Trial(setup, name, seed) for name in names for seed in range(args.seeds)]
+    seeds = tuple(range(args.seeds))
+    trials = [Trial(setup, name, seed) for name in names for seed in seeds]
     results = run_trials(trials, workers=args.workers, label=setup.name)
     runs: dict[str, dict[int, Summary]] = {}
     for trial, summary in results.items():
         runs.setdefault(trial.policy, {})[trial.seed] = summary
     if ORACLE in shown:  # per seed, the best of the oracle policies that ran
         runs = with_oracle(runs)
-    against = f"changes paired against {baseline}" if baseline else "no baseline run"
-    print(
-        f"{setup.name}: {len(setup.jobs)} jobs on {setup.cluster.gpus} GPUs, "
-        f"fail-slow rate x{args.rate:g}, seeds 0-{args.seeds - 1}; {against}",
-        file=out,
+    table = RunResults(
+        name=setup.name,
+        jobs=len(setup.jobs),
+        cluster=setup.cluster,
+        rate=args.rate,
+        seeds=seeds,
+        baseline=baseline,
+        runs={name: runs[name] for name in shown},
     )
-    metrics = ("mean_jct_s", "p95_jct_s", "mean_queue_s", "lost_gpu_h", "slow_placement_share")
-    print(f"{'policy':22s}" + "".join(f"{METRICS[m][0]:>32s}" for m in metrics), file=out)
-    for name in shown:
-        cells = []
-        for m in metrics:
-            value = float(np.mean([getattr(s, m) for s in runs[name].values()]))
-            text = f"{value / 3600:.3f} h" if METRICS[m][1] == "s" else f"{value:.3f}"
-            if baseline is not None and name != baseline and METRICS[m][1] == "s":
-                text += f" ({paired_change(runs, m, name, baseline)})"
-            cells.append(f"{text:>32s}")
-        print(f"{name:22s}" + "".join(cells), file=out)
+    print(results_json(table) if args.json else results_table(table), file=out)
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,39 @@ def test_the_oracle_is_selectable_and_can_be_the_baseline(
     rows = {line.split()[0] for line in out.splitlines()[2:]}
     assert rows == {"static", "oracle"}  # the oracle's three members run, unshown
     assert "changes paired against oracle" in out
+
+
+# ---------------------------------------------------------- columns and --json
+
+
+def test_the_table_shows_finished_fairness_and_utilisation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", *user_files(tmp_path), "--cluster", "V100:1", *QUICK, "--policies", "static"]
+    assert main(argv) == 0
+    header, row = capsys.readouterr().out.splitlines()[1:3]
+    for column in ("finished", "mean JCT", "utilisation", "mean rho", "worst ns rho"):
+        assert column in header
+    assert row.split()[:2] == ["static", "6/6"]
+
+
+def test_json_gives_the_same_results_machine_readable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", *user_files(tmp_path), "--cluster", "V100:1", "--seeds", "2"]
+    argv += ["--workers", "1", "--policies", "static,fairlane-fastest,oracle", "--json"]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["name"], doc["jobs"], doc["gpus"]) == ("jobs.csv", 6, 8)
+    assert doc["cluster"] == [{"model": "V100", "nodes": 1, "gpus_per_node": 8}]
+    assert doc["baseline"] == "static"
+    assert [p["policy"] for p in doc["policies"]] == ["static", "fairlane-fastest", "oracle"]
+    static, fastest, _ = doc["policies"]
+    assert sorted(static["seeds"]) == ["0", "1"]
+    assert static["mean"]["finished"] == 6
+    assert static["seeds"]["0"]["utilisation"] > 0
+    assert static["change"] == {}
+    change = fastest["change"]["mean_jct_s"]
+    assert set(change) == {"mean", "low", "high", "seeds"}
+    assert change["seeds"] == 2
+    assert doc["units"]["mean_jct_s"] == "s"
