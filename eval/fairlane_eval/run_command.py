@@ -84,8 +84,8 @@ def add_run_parser(sub: argparse._SubParsersAction[Any]) -> None:
     run.add_argument(
         "--gpus-per-node",
         type=_node_size,
-        default=_DEFAULT_GPUS_PER_NODE,
-        help="for --cluster entries without xGPUS (default 8)",
+        help="GPUs a node of a --cluster entry without xGPUS has (default 8), and the node "
+        "size a shipped trace splits its gangs by (default: the cluster's smallest node)",
     )
     run.add_argument("--max-jobs", type=_positive_int, help="only the first N jobs")
     run.add_argument(
@@ -107,11 +107,24 @@ def add_run_parser(sub: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
-def _jobs(args: argparse.Namespace, throughputs: ThroughputTable) -> list[Job]:
+def _cluster(args: argparse.Namespace) -> ClusterSpec:
+    cluster = ClusterSpec.parse(args.cluster, args.gpus_per_node or _DEFAULT_GPUS_PER_NODE)
+    if args.gpus_per_node is not None and args.jobs and cluster.gives_every_node_size:
+        raise OptionError(
+            f"--gpus-per-node {args.gpus_per_node} applies to nothing: every --cluster entry "
+            "gives its node size (MODEL:NODESxGPUS) and --jobs gives each job's GPUs per node"
+        )
+    return cluster
+
+
+def _jobs(
+    args: argparse.Namespace, throughputs: ThroughputTable, cluster: ClusterSpec
+) -> list[Job]:
     if args.jobs:
         text = args.jobs.read_text()
         return read_jobs_csv(text, source=str(args.jobs), job_types=throughputs.job_types())
-    return load_shipped_trace(args.trace, throughputs, 0)
+    split = args.gpus_per_node or cluster.node_sizes[0]
+    return load_shipped_trace(args.trace, throughputs, 0, gpus_per_node=split)
 
 
 def _variability(args: argparse.Namespace, cluster: ClusterSpec) -> Variability:
@@ -162,13 +175,13 @@ def _policies(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[str, ...
 
 
 def _setup(args: argparse.Namespace) -> Setup:
-    cluster = ClusterSpec.parse(args.cluster, args.gpus_per_node)
+    cluster = _cluster(args)
     if args.throughputs:
         source = str(args.throughputs)
         throughputs = read_throughputs_csv(args.throughputs.read_text(), source=source)
     else:
         throughputs = shipped_throughputs()
-    jobs = _jobs(args, throughputs)[: args.max_jobs]
+    jobs = _jobs(args, throughputs, cluster)[: args.max_jobs]
     variability = _variability(args, cluster)
     config = _config(args)
     name = args.jobs.name if args.jobs else args.trace

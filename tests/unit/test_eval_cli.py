@@ -189,3 +189,33 @@ def test_json_gives_the_same_results_machine_readable(
     assert set(change) == {"mean", "low", "high", "seeds"}
     assert change["seeds"] == 2
     assert doc["units"]["mean_jct_s"] == "s"
+
+
+# ---------------------------------------------------------- node sizes and --gpus-per-node
+
+
+def test_gpus_per_node_splits_a_shipped_traces_gangs(capsys: pytest.CaptureFixture[str]) -> None:
+    # Pollux's workload has jobs of 8 to 32 GPUs: on nodes of 4 they must be split by 4.
+    argv = ["run", "--trace", "pollux-workload-1", "--max-jobs", "12", *QUICK]
+    assert main([*argv, "--cluster", "T4:8", "--gpus-per-node", "4", "--policies", "static"]) == 0
+    out = capsys.readouterr().out
+    assert "12 jobs on 32 GPUs" in out
+    assert "12/12" in out
+
+
+def test_a_shipped_trace_splits_by_the_clusters_smallest_node_by_default(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["run", "--trace", "pollux-workload-1", "--max-jobs", "12", *QUICK]
+    assert main([*argv, "--cluster", "T4:7x4,T4:1x8", "--policies", "static", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["gpus"] == 36
+    assert doc["policies"][0]["mean"]["finished"] == 12
+
+
+def test_gpus_per_node_that_applies_to_nothing_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", *user_files(tmp_path), *QUICK, "--cluster", "V100:1x8", "--gpus-per-node", "4"]
+    assert main(argv) == 2
+    assert "--gpus-per-node 4 applies to nothing" in one_line_error(capsys)
