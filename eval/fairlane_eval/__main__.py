@@ -2,13 +2,13 @@
 
 fairlane-eval run --trace pollux-workload-1 --cluster T4:24 --rate 4 --seeds 3
 fairlane-eval run --jobs my.csv --throughputs mine.csv --variability gpus.csv ...
-fairlane-eval run ... --cluster T4:16x4,A100-40GB:2x8     # nodes of two sizes
+fairlane-eval run ... --cluster T4:16x4,A100-40GB:2x8 --json   # nodes of two sizes
 fairlane-eval report [--quick] [--out docs]        # what `make eval` runs
 fairlane-eval straggler [--out docs]               # the PAI straggler check's chart
 fairlane-eval live ...                             # the live-stack comparison
 
-Input that cannot be used (a bad CSV row, an unknown option, a bad cluster entry) is
-one line on stderr, ``fairlane-eval: FILE:LINE: what is wrong``, and exit
+Input that cannot be used (a bad CSV row, an unknown option, a cluster that cannot
+take a job) is one line on stderr, ``fairlane-eval: FILE:LINE: what is wrong``, and exit
 status 2.
 """
 
@@ -55,6 +55,10 @@ def _say(message: str) -> None:
     print(f"{PROG}: {message}", file=sys.stderr)
 
 
+def _warn(message: str) -> None:
+    _say(f"warning: {message}")
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.filename is not None:
         return f"{exc.filename}: {exc.strerror or exc}"
@@ -77,7 +81,7 @@ def _parser() -> _Parser:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        return run_command(args, sys.stdout)
+        return run_command(args, sys.stdout, _warn)
     except INPUT_ERRORS as exc:
         _say(_describe(exc))
         return USAGE_STATUS

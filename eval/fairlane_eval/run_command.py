@@ -1,7 +1,7 @@
 """`fairlane-eval run`: one trace on one cluster under chosen policies, over seeds.
 
 The I/O around core/: reads the user's files, checks that the inputs fit together
-(every job type has throughputs, every model has speeds), runs the trials and prints
+(every job can be placed somewhere, every model has speeds), runs the trials and prints
 the results. Input that cannot be used raises one of the errors of
 :mod:`fairlane_eval.errors`, which ``__main__`` reports as one line.
 """
@@ -9,12 +9,15 @@ the results. Input that cannot be used raises one of the errors of
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from fairlane_eval.core.cluster_spec import MAX_GPUS_PER_NODE, ClusterSpec
 from fairlane_eval.core.experiment import Setup, with_oracle
 from fairlane_eval.core.faults import FaultModel
+from fairlane_eval.core.feasibility import unplaceable_jobs
 from fairlane_eval.core.fleet_variability import (
     Variability,
     default_variability,
@@ -31,7 +34,7 @@ from fairlane_eval.core.throughputs import (
 )
 from fairlane_eval.core.traces import load_shipped_trace, shipped_traces
 from fairlane_eval.core.workload import Job, read_jobs_csv
-from fairlane_eval.errors import OptionError, VariabilityError
+from fairlane_eval.errors import OptionError, VariabilityError, WorkloadError
 from fairlane_eval.run_output import RunResults, results_json, results_table
 from fairlane_eval.runner import Trial, run_trials
 from fairlane_scoring.config import ScoreConfig
@@ -104,7 +107,24 @@ def add_run_parser(sub: argparse._SubParsersAction[Any]) -> None:
     run.add_argument(
         "--baseline", help=f"the policy changes are paired against (default {_DEFAULT_BASELINE})"
     )
+    run.add_argument(
+        "--allow-unplaceable",
+        action="store_true",
+        help="run without the jobs no node of the cluster can take, instead of failing",
+    )
     run.add_argument("--json", action="store_true", help="print the results as JSON")
+
+
+Warn = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    setup: Setup
+    unplaceable: int
+    shown: tuple[str, ...]  # the policies asked for, in order (ORACLE included)
+    trials: tuple[str, ...]  # the policies to run
+    baseline: str | None
 
 
 def _cluster(args: argparse.Namespace) -> ClusterSpec:
@@ -155,6 +175,36 @@ def _config(args: argparse.Namespace) -> SimConfig:
         raise OptionError(f"score options: {exc}") from None
 
 
+def _placeable(
+    args: argparse.Namespace,
+    jobs: Sequence[Job],
+    cluster: ClusterSpec,
+    throughputs: ThroughputTable,
+    warn: Warn,
+) -> tuple[list[Job], int]:
+    """The jobs some placement can take, and how many were left out; fails unless
+    ``--allow-unplaceable`` when any cannot."""
+    found = unplaceable_jobs(jobs, cluster.groups, throughputs)
+    if not found:
+        return list(jobs), 0
+    first = found[0]
+    warn(
+        f"{len(found)} of {len(jobs)} jobs can never be placed on {args.cluster} "
+        f"(e.g. {first.job.job_id}: {first.reason})"
+    )
+    if not args.allow_unplaceable:
+        jobs_text = "1 job" if len(found) == 1 else f"{len(found)} jobs"
+        raise WorkloadError(
+            f"{jobs_text} can never be placed on this cluster: give a larger --cluster, "
+            "or --allow-unplaceable to run without them"
+        )
+    left_out = {id(u.job) for u in found}
+    kept = [j for j in jobs if id(j) not in left_out]
+    if not kept:
+        raise WorkloadError(f"no job of {len(jobs)} can be placed on this cluster")
+    return kept, len(found)
+
+
 def _policies(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[str, ...], str | None]:
     """(policies to show, policies to run, baseline or None) from the options."""
     known = {p.name for p in POLICIES}
@@ -174,7 +224,8 @@ def _policies(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[str, ...
     return shown, trials, baseline
 
 
-def _setup(args: argparse.Namespace) -> Setup:
+def _plan(args: argparse.Namespace, warn: Warn) -> _Plan:
+    shown, trials, baseline = _policies(args)
     cluster = _cluster(args)
     if args.throughputs:
         source = str(args.throughputs)
@@ -184,31 +235,33 @@ def _setup(args: argparse.Namespace) -> Setup:
     jobs = _jobs(args, throughputs, cluster)[: args.max_jobs]
     variability = _variability(args, cluster)
     config = _config(args)
+    jobs, left_out = _placeable(args, jobs, cluster, throughputs, warn)
     name = args.jobs.name if args.jobs else args.trace
     faults = FaultModel(rate_scale=args.rate)
-    return Setup(name, tuple(jobs), cluster, throughputs, variability, faults, config)
+    setup = Setup(name, tuple(jobs), cluster, throughputs, variability, faults, config)
+    return _Plan(setup, left_out, shown, trials, baseline)
 
 
-def run_command(args: argparse.Namespace, out: TextIO) -> int:
-    """Run what ``args`` asks; print the table (or JSON) to ``out``."""
-    shown, names, baseline = _policies(args)
-    setup = _setup(args)
+def run_command(args: argparse.Namespace, out: TextIO, warn: Warn) -> int:
+    """Run what ``args`` asks; print the table (or JSON) to ``out``, warnings to ``warn``."""
+    plan = _plan(args, warn)
     seeds = tuple(range(args.seeds))
-    trials = [Trial(setup, name, seed) for name in names for seed in seeds]
-    results = run_trials(trials, workers=args.workers, label=setup.name)
+    trials = [Trial(plan.setup, name, seed) for name in plan.trials for seed in seeds]
+    results = run_trials(trials, workers=args.workers, label=plan.setup.name)
     runs: dict[str, dict[int, Summary]] = {}
     for trial, summary in results.items():
         runs.setdefault(trial.policy, {})[trial.seed] = summary
-    if ORACLE in shown:  # per seed, the best of the oracle policies that ran
+    if ORACLE in plan.shown:
         runs = with_oracle(runs)
-    table = RunResults(
-        name=setup.name,
-        jobs=len(setup.jobs),
-        cluster=setup.cluster,
+    shown = RunResults(
+        name=plan.setup.name,
+        jobs=len(plan.setup.jobs),
+        unplaceable=plan.unplaceable,
+        cluster=plan.setup.cluster,
         rate=args.rate,
         seeds=seeds,
-        baseline=baseline,
-        runs={name: runs[name] for name in shown},
+        baseline=plan.baseline,
+        runs={name: runs[name] for name in plan.shown},
     )
-    print(results_json(table) if args.json else results_table(table), file=out)
+    print(results_json(shown) if args.json else results_table(shown), file=out)
     return 0

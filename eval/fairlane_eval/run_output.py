@@ -50,6 +50,7 @@ class RunResults:
 
     name: str
     jobs: int  # jobs simulated
+    unplaceable: int  # jobs left out: no placement could ever take them
     cluster: ClusterSpec
     rate: float
     seeds: tuple[int, ...]
@@ -89,13 +90,14 @@ def _finished(runs: Mapping[int, Summary]) -> str:
 
 def _header(results: RunResults) -> str:
     seeds = results.seeds
+    dropped = f" ({results.unplaceable} unplaceable left out)" if results.unplaceable else ""
     against = (
         f"changes paired against {results.baseline}"
         if results.baseline is not None
         else "no baseline run, no changes"
     )
     return (
-        f"{results.name}: {results.jobs} jobs on {results.cluster.gpus} GPUs, "
+        f"{results.name}: {results.jobs} jobs{dropped} on {results.cluster.gpus} GPUs, "
         f"fail-slow rate x{results.rate:g}, seeds {seeds[0]}-{seeds[-1]}; {against}"
     )
 
@@ -161,6 +163,7 @@ def results_json(results: RunResults) -> str:
     document = {
         "name": results.name,
         "jobs": results.jobs,
+        "unplaceable": results.unplaceable,
         "gpus": results.cluster.gpus,
         "cluster": [
             {"model": g.model, "nodes": g.nodes, "gpus_per_node": g.gpus_per_node}

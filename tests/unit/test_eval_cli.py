@@ -176,7 +176,7 @@ def test_json_gives_the_same_results_machine_readable(
     argv += ["--workers", "1", "--policies", "static,fairlane-fastest,oracle", "--json"]
     assert main(argv) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert (doc["name"], doc["jobs"], doc["gpus"]) == ("jobs.csv", 6, 8)
+    assert (doc["name"], doc["jobs"], doc["gpus"], doc["unplaceable"]) == ("jobs.csv", 6, 8, 0)
     assert doc["cluster"] == [{"model": "V100", "nodes": 1, "gpus_per_node": 8}]
     assert doc["baseline"] == "static"
     assert [p["policy"] for p in doc["policies"]] == ["static", "fairlane-fastest", "oracle"]
@@ -209,7 +209,7 @@ def test_a_shipped_trace_splits_by_the_clusters_smallest_node_by_default(
     argv = ["run", "--trace", "pollux-workload-1", "--max-jobs", "12", *QUICK]
     assert main([*argv, "--cluster", "T4:7x4,T4:1x8", "--policies", "static", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["gpus"] == 36
+    assert (doc["gpus"], doc["unplaceable"]) == (36, 0)
     assert doc["policies"][0]["mean"]["finished"] == 12
 
 
@@ -219,3 +219,35 @@ def test_gpus_per_node_that_applies_to_nothing_is_an_error(
     argv = ["run", *user_files(tmp_path), *QUICK, "--cluster", "V100:1x8", "--gpus-per-node", "4"]
     assert main(argv) == 2
     assert "--gpus-per-node 4 applies to nothing" in one_line_error(capsys)
+
+
+# ------------------------------------------------------------------ unplaceable jobs
+
+
+def too_big(tmp_path: Path) -> list[str]:
+    jobs = [Job(f"j{i}", 60.0 * i, 2, 1, "mine", 3600.0) for i in range(5)]
+    jobs += [Job("huge", 10.0, 8, 2, "mine", 3600.0), Job("wide", 20.0, 16, 1, "mine", 10.0)]
+    return ["run", *user_files(tmp_path, jobs), "--cluster", "V100:1", *QUICK]
+
+
+def test_jobs_that_can_never_fit_fail_the_run_with_a_count_and_an_example(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*too_big(tmp_path), "--policies", "static"]) == 2
+    warning, error = capsys.readouterr().err.strip().splitlines()
+    assert warning == (
+        "fairlane-eval: warning: 2 of 7 jobs can never be placed on V100:1 (e.g. huge: needs "
+        "2 nodes of at least 8 GPUs it can run on; the cluster has 1)"
+    )
+    assert error.startswith("fairlane-eval: 2 jobs can never be placed on this cluster")
+    assert "--allow-unplaceable" in error
+
+
+def test_allow_unplaceable_runs_the_others_and_counts_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*too_big(tmp_path), "--policies", "static", "--allow-unplaceable"]) == 0
+    captured = capsys.readouterr()
+    assert "warning: 2 of 7 jobs can never be placed" in captured.err
+    assert "jobs.csv: 5 jobs (2 unplaceable left out) on 8 GPUs" in captured.out
+    assert "5/5" in captured.out
