@@ -1,9 +1,10 @@
 """`fairlane-eval run`: one trace on one cluster under chosen policies, over seeds.
 
 The I/O around core/: reads the user's files, checks that the inputs fit together
-(every job can be placed somewhere, every model has speeds), runs the trials and prints
-the results. Input that cannot be used raises one of the errors of
-:mod:`fairlane_eval.errors`, which ``__main__`` reports as one line.
+(every job can be placed somewhere, every model has speeds), warns where the run rests
+on a prior rather than a measurement, runs the trials and prints the results. Input
+that cannot be used raises one of the errors of :mod:`fairlane_eval.errors`, which
+``__main__`` reports as one line.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from fairlane_eval.core.metrics import Summary
 from fairlane_eval.core.policies import ORACLE, ORACLES, POLICIES
 from fairlane_eval.core.sim_types import SimConfig
 from fairlane_eval.core.throughputs import (
+    SCALE_FROM_MODEL,
     ThroughputTable,
     read_throughputs_csv,
     shipped_throughputs,
@@ -175,6 +177,20 @@ def _config(args: argparse.Namespace) -> SimConfig:
         raise OptionError(f"score options: {exc}") from None
 
 
+def _warn_fills(
+    throughputs: ThroughputTable, jobs: Sequence[Job], cluster: ClusterSpec, source: str, warn: Warn
+) -> None:
+    """One warning a model the throughputs do not measure for some of the jobs' types."""
+    types = sorted({j.job_type for j in jobs})
+    for fill in throughputs.fills(types, cluster.models):
+        warn(
+            f"no {fill.model} throughput in {source} for {len(fill.job_types)} of the jobs' "
+            f"{len(types)} job types (e.g. {fill.job_types[0]!r}): filled with "
+            f"{SCALE_FROM_MODEL}'s x {fill.factor:.3g} (the catalogue's relative speed "
+            f"{fill.model} / {SCALE_FROM_MODEL})"
+        )
+
+
 def _placeable(
     args: argparse.Namespace,
     jobs: Sequence[Job],
@@ -231,11 +247,12 @@ def _plan(args: argparse.Namespace, warn: Warn) -> _Plan:
         source = str(args.throughputs)
         throughputs = read_throughputs_csv(args.throughputs.read_text(), source=source)
     else:
-        throughputs = shipped_throughputs()
+        source, throughputs = "the shipped gavel_throughputs.csv", shipped_throughputs()
     jobs = _jobs(args, throughputs, cluster)[: args.max_jobs]
     variability = _variability(args, cluster)
     config = _config(args)
     jobs, left_out = _placeable(args, jobs, cluster, throughputs, warn)
+    _warn_fills(throughputs, jobs, cluster, source, warn)
     name = args.jobs.name if args.jobs else args.trace
     faults = FaultModel(rate_scale=args.rate)
     setup = Setup(name, tuple(jobs), cluster, throughputs, variability, faults, config)

@@ -251,3 +251,26 @@ def test_allow_unplaceable_runs_the_others_and_counts_them(
     assert "warning: 2 of 7 jobs can never be placed" in captured.err
     assert "jobs.csv: 5 jobs (2 unplaceable left out) on 8 GPUs" in captured.out
     assert "5/5" in captured.out
+
+
+# ------------------------------------------------------------------ filled throughputs
+
+
+def test_a_model_missing_from_the_throughputs_is_warned_about_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jobs = [Job("a", 0.0, 1, 1, "mine", 10.0), Job("b", 5.0, 1, 1, "other", 10.0)]
+    argv = ["run", *user_files(tmp_path, jobs), "--cluster", "V100:1,T4:1,K80:1", *QUICK]
+    (tmp_path / "throughputs.csv").write_text(
+        "job_type,model,scale_factor,steps_per_s\nmine,V100,1,2\nother,V100,1,3\nmine,K80,1,1\n"
+    )
+    (tmp_path / "speeds.csv").write_text("relative_speed\n1.0\n")
+    assert main([*argv, "--policies", "static,fairlane-hetero"]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    source = tmp_path / "throughputs.csv"
+    assert warnings == [
+        f"fairlane-eval: warning: no T4 throughput in {source} for 2 of the jobs' 2 job types "
+        "(e.g. 'mine'): filled with V100's x 0.43 (the catalogue's relative speed T4 / V100)",
+        f"fairlane-eval: warning: no K80 throughput in {source} for 1 of the jobs' 2 job types "
+        "(e.g. 'other'): filled with V100's x 0.0966 (the catalogue's relative speed K80 / V100)",
+    ]

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from fairlane_eval.core.throughputs import (
+    Fill,
     ThroughputError,
     ThroughputTable,
     gavel_throughputs,
@@ -109,6 +110,19 @@ def test_unmeasured_model_needs_a_v100_figure() -> None:
     only_k80 = ThroughputTable({("A3C", "K80", 1): 3.5})
     with pytest.raises(ThroughputError, match="no H100 or V100 figure"):
         only_k80.steps_per_s("A3C", "H100", 1)
+
+
+def test_fills_name_each_unmeasured_model_once_with_its_prior(table: ThroughputTable) -> None:
+    # A3C is measured on K80 and V100, LM only on V100 (and K80 at 4 GPUs, which counts).
+    fills = table.fills(["A3C", "LM (batch size 5)", "A3C"], ["V100", "K80", "H100", "T4"])
+    v100 = CATALOG["V100"].relative_speed
+    assert fills == (
+        Fill("H100", ("A3C", "LM (batch size 5)"), CATALOG["H100"].relative_speed / v100),
+        Fill("T4", ("A3C", "LM (batch size 5)"), CATALOG["T4"].relative_speed / v100),
+    )
+    assert table.fills(["A3C"], ["Tesla K80"]) == ()  # an NVML name reads as its key
+    factor = fills[0].factor
+    assert table.steps_per_s("A3C", "H100", 1) == pytest.approx(7.0 * factor)
 
 
 def test_csv_round_trip(table: ThroughputTable) -> None:

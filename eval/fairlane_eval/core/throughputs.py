@@ -38,6 +38,7 @@ from fairlane_events.gpu_models import CATALOG, find_model
 __all__ = [
     "COLUMNS",
     "SCALE_FROM_MODEL",
+    "Fill",
     "ThroughputError",
     "ThroughputTable",
     "gavel_throughputs",
@@ -74,6 +75,16 @@ def nearest_scale_factor(measured: Iterable[int], gpus: int) -> int:
 def _model_key(model: str) -> str:
     spec = find_model(model)
     return spec.key if spec is not None else model
+
+
+@dataclass(frozen=True)
+class Fill:
+    """A model the table has no figure for, for some job types: their rates are
+    ``SCALE_FROM_MODEL``'s times ``factor`` (the catalogue's relative speeds)."""
+
+    model: str
+    job_types: tuple[str, ...]
+    factor: float
 
 
 @dataclass(frozen=True)
@@ -115,6 +126,19 @@ class ThroughputTable:
         """The GPU counts ``job_type`` was measured at, on any model."""
         by_model = self._by_model(job_type)
         return tuple(sorted({s for points in by_model.values() for s, _ in points}))
+
+    def fills(self, job_types: Iterable[str], models: Iterable[str]) -> tuple[Fill, ...]:
+        """Per model of ``models`` (catalogue keys) that some of ``job_types`` were not
+        measured on, the rule :meth:`steps_per_s` fills them with (one entry a model)."""
+        types = tuple(dict.fromkeys(job_types))
+        found = []
+        for model in dict.fromkeys(models):
+            missing = tuple(t for t in types if _model_key(model) not in self._by_model(t))
+            spec = find_model(model)
+            if missing and spec is not None:
+                factor = spec.relative_speed / CATALOG[SCALE_FROM_MODEL].relative_speed
+                found.append(Fill(spec.key, missing, factor))
+        return tuple(found)
 
     def is_measured(self, job_type: str, model: str, gpus: int) -> bool:
         return (job_type, _model_key(model), gpus) in self.rates
