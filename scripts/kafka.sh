@@ -272,18 +272,20 @@ scram_args() {
 
 # What each service may do, and nothing more (topic names from fairlane_events.topics).
 add_acls() {
-  local samples scores placements dead app=fairlane-scorer class=kafka.admin.AclCommand
+  local samples scores placements dead progress speeds app=fairlane-scorer
+  local class=kafka.admin.AclCommand
   [[ ${KAFKA_VERSION%%.*} -ge 4 ]] && class=org.apache.kafka.tools.AclCommand
-  read -r samples scores placements dead < <("$PY" -c 'from fairlane_events import topics as t
-print(t.NODE_SAMPLES, t.GPU_SCORES, t.PLACEMENTS, t.DEAD_LETTER)')
+  read -r samples scores placements dead progress speeds < <("$PY" -c 'from fairlane_events import topics as t
+print(t.NODE_SAMPLES, t.GPU_SCORES, t.PLACEMENTS, t.DEAD_LETTER, t.JOB_PROGRESS, t.GPU_SPEEDS)')
   acl() { java "${java_opts[@]}" "$class" --bootstrap-server "$BOOTSTRAP" --add "$@" >>"$INST/acls.log" 2>&1; }
   : >"$INST/acls.log"
   acl --allow-principal User:fairlane-agent --operation Write --operation Describe --topic "$samples" &&
   acl --allow-principal User:fairlane-agent --allow-principal User:fairlane-scorer \
       --operation Read --operation Describe --topic "$placements" &&
-  acl --allow-principal User:fairlane-scorer --operation Read --operation Describe --topic "$samples" &&
+  acl --allow-principal User:fairlane-scorer --operation Read --operation Describe \
+      --topic "$samples" --topic "$progress" &&
   acl --allow-principal User:fairlane-scorer --operation Write --operation Describe \
-      --topic "$scores" --topic "$dead" &&
+      --topic "$scores" --topic "$dead" --topic "$speeds" &&
   acl --allow-principal User:fairlane-scorer --operation All --resource-pattern-type prefixed \
       --topic "$app" --group "$app" &&
   acl --allow-principal User:fairlane-scheduler --operation Read --operation Describe \
