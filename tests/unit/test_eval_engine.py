@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -185,3 +186,34 @@ def test_the_oracle_is_not_worse_than_any_policy(rate: float) -> None:
     )
     mean = {name: float(np.mean([s.mean_jct_s for s in r.values()])) for name, r in runs.items()}
     assert all(mean[ORACLE] <= value for value in mean.values()), mean
+
+
+def fleet_of(*nodes: tuple[str, list[float]]) -> HiddenFleet:
+    """Nodes node-0000, node-0001, ... of one model each, with these GPUs' base speeds;
+    no episodes."""
+    gpus = [
+        HiddenGpu(0, f"node-{n:04d}", i, "", CATALOG[model], speed, 38.0)
+        for n, (model, speeds) in enumerate(nodes)
+        for i, speed in enumerate(speeds)
+    ]
+    rows = [replace(g, row=r, uuid=f"GPU-{r}") for r, g in enumerate(gpus)]
+    return HiddenFleet(rows, [[] for _ in rows])
+
+
+def test_static_takes_the_catalogues_fastest_model_then_first_fit() -> None:
+    # What docs/evaluation.md says static does: every GPU scores 1.0, so its effective
+    # capacity is its model's catalogue speed; among equals, node name then GPU index.
+    fleet = fleet_of(("K80", [1.0, 1.0]), ("V100", [1.0, 1.0]), ("V100", [1.0, 1.0]))
+    jobs = [job(f"j{i}", float(i), 1, 10_000) for i in range(5)]
+    result = run(jobs, fleet, "static")
+    placed = {
+        o.job.job_id: (fleet.gpus[o.rows[0]].node, fleet.gpus[o.rows[0]].index)
+        for o in result.outcomes
+    }
+    assert placed == {
+        "j0": ("node-0001", 0),
+        "j1": ("node-0001", 1),
+        "j2": ("node-0002", 0),
+        "j3": ("node-0002", 1),
+        "j4": ("node-0000", 0),
+    }

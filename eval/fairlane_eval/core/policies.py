@@ -12,7 +12,11 @@ Every policy decides with the scheduler's own core (``fairlane_scheduler.core.pl
 With equal scores ``choose`` falls back to its tie-breaks, which make the static policies
 what their names say: ``fastest`` with an exact capacity ranking on a constant view is
 first fit (node name, then GPU index), ``spread`` is Kubernetes' default least-allocated
-scoring, ``binpack`` is most-allocated.
+scoring, ``binpack`` is most-allocated. A constant view still knows each GPU's model: its
+effective capacity is 1.0 x the catalogue's speed of the model, so on a mixed fleet
+``static`` takes the catalogue's fastest model first and is first fit among equals (as
+the live baseline does, docs/evaluation-live.md); ``spread`` and ``binpack`` prefer the
+faster model only after their own key.
 """
 
 from __future__ import annotations
@@ -39,7 +43,11 @@ class PolicySpec:
 
 POLICIES: tuple[PolicySpec, ...] = (
     PolicySpec(
-        "static", "constant", "fastest", description="every GPU 1.0, first fit", exact_ranking=True
+        "static",
+        "constant",
+        "fastest",
+        description="every GPU 1.0, the catalogue's fastest model, then first fit",
+        exact_ranking=True,
     ),
     PolicySpec(
         "k8s-least-allocated", "constant", "spread", description="every GPU 1.0, least allocated"
