@@ -217,3 +217,36 @@ def test_static_takes_the_catalogues_fastest_model_then_first_fit() -> None:
         "j3": ("node-0002", 1),
         "j4": ("node-0000", 0),
     }
+
+
+class FastOnV100:
+    """2 steps/s on a V100, 1 on anything else."""
+
+    def steps_per_s(self, job_type: str, model: str, gpus: int) -> float:
+        return 2.0 if model == "V100" else 1.0
+
+
+def test_fairness_is_against_the_ideal_allocation_not_the_gpus_the_policy_gave() -> None:
+    # a takes the V100 (50 s), b the K80 (100 s), both from 0. Alone on its ideal
+    # allocation, a V100, b would take 50 s: rho_b = 100 / (50 x max(1, 1 x 1.5 / 2)) = 2.
+    # Against its own K80 it would look perfectly fair (rho 1).
+    fleet = fleet_of(("K80", [1.0]), ("V100", [1.0]))
+    jobs = [job("a", 0, 1, 100), job("b", 0, 1, 100)]
+    result = simulate(jobs, fleet, policy("static"), FastOnV100(), SimConfig(), seed=1)
+    outcomes = {o.job.job_id: o for o in result.outcomes}
+    assert (outcomes["a"].end_s, outcomes["b"].end_s) == pytest.approx((50, 100))
+    assert outcomes["a"].ideal_s == outcomes["b"].ideal_s == pytest.approx(50)
+    summary = summarise(result)
+    assert (summary.mean_ftf, summary.max_ftf) == pytest.approx((1.5, 2.0))
+
+
+@pytest.mark.parametrize("name", ["static", "static-binpack", "fairlane-hetero", "oracle-spread"])
+def test_each_jobs_ideal_run_time_is_the_same_under_every_policy(name: str) -> None:
+    setup = small_setup(8.0, cluster=ClusterSpec.parse("V100:3x4,A100-80GB:1x8"))
+    fleet = hidden_fleet(setup, 1)
+    ideal = {
+        o.job.job_id: o.ideal_s
+        for o in simulate(setup.jobs, fleet, policy("static"), FastOnV100(), seed=1).outcomes
+    }
+    other = simulate(setup.jobs, fleet, policy(name), FastOnV100(), seed=1)
+    assert {o.job.job_id: o.ideal_s for o in other.outcomes} == ideal

@@ -1,11 +1,11 @@
-"""Where a job could run at all: jobs no placement on the cluster can ever take."""
+"""Where a job could run at all (unplaceable jobs), and its ideal allocation's speed."""
 
 from __future__ import annotations
 
 import pytest
 
 from fairlane_eval.core.cluster_spec import NodeGroup
-from fairlane_eval.core.feasibility import unplaceable_jobs, why_unplaceable
+from fairlane_eval.core.feasibility import ideal_rate, unplaceable_jobs, why_unplaceable
 from fairlane_eval.core.workload import Job
 
 
@@ -76,3 +76,21 @@ def test_unplaceable_jobs_are_every_one_that_cannot_fit_in_order() -> None:
     found = unplaceable_jobs(jobs, [T4x4, A100x8], ByModel(T4=1, A100_40GB=3))
     assert [u.job.job_id for u in found] == ["b", "d"]
     assert found[1].reason == "needs 32 GPUs on one node; the largest node it can run on has 8"
+
+
+@pytest.mark.parametrize(
+    ("job", "rates", "expected"),
+    [
+        (gang(8), ByModel(T4=1, A100_40GB=3), 3.0),  # one A100 node: the fastest
+        (gang(8, 2), ByModel(T4=1, A100_40GB=3), 3.0),  # both A100 nodes
+        (gang(4, 3), ByModel(T4=1, A100_40GB=3), 1.0),  # 2 A100 nodes + 1 T4: the T4's pace
+        (gang(4), ByModel(T4=5, A100_40GB=3), 5.0),  # the job's own speeds, not the catalogue's
+        (gang(8), ByModel(T4=5, A100_40GB=3), 3.0),  # the T4 nodes are too small
+        (gang(8, 3), ByModel(T4=1, A100_40GB=3), 0.0),  # cannot be placed
+        (gang(1), ByModel(V100=1), 0.0),
+    ],
+)
+def test_ideal_rate_is_the_fastest_pace_any_placement_gives(
+    job: Job, rates: ByModel, expected: float
+) -> None:
+    assert ideal_rate(job, [T4x4, A100x8], rates) == expected

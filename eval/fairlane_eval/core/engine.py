@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fairlane_eval.core.cluster import HiddenFleet
+from fairlane_eval.core.feasibility import ideal_rate
 from fairlane_eval.core.policies import PolicySpec
 from fairlane_eval.core.policy_view import PolicyView
 from fairlane_eval.core.sim_types import JobOutcome, SimConfig, SimResult, Throughputs
@@ -105,6 +106,8 @@ class _Simulation:
         self.tick_at: float | None = None
         self.now = 0.0
         self.qualified = np.zeros(0, dtype=bool)
+        self.groups = fleet.groups()
+        self.ideal_rates: dict[tuple[str, int, int], float] = {}
 
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, payload: int) -> None:
@@ -281,12 +284,21 @@ class _Simulation:
             held_s=started.held_s,
             lost_gpu_s=run.lost_gpu_s,
             slow_gpus=started.slow_gpus,
-            healthy_s=job.work_steps / run.healthy_rate if run.healthy_rate else math.inf,
+            ideal_s=self._ideal_s(job),
         )
         self._schedule_tick()
 
     def _ms(self) -> int:
         return EPOCH_MS + round(self.now * 1000)
+    def _ideal_s(self, job: Job) -> float:
+        """The job's run time on its ideal allocation: policy-independent (the fleet's
+        node groups and the throughputs, nothing the policy chose)."""
+        key = (job.job_type, job.gpus_per_node, job.nodes)
+        if key not in self.ideal_rates:
+            self.ideal_rates[key] = ideal_rate(job, self.groups, self.throughputs)
+        rate = self.ideal_rates[key]
+        return job.work_steps / rate if rate > 0 else math.inf
+
 
     def _result(self) -> SimResult:
         outcomes = []
@@ -305,7 +317,7 @@ class _Simulation:
                     held_s=self.waiting[i].held_s if i in self.waiting else 0.0,
                     lost_gpu_s=0.0 if run is None else run.lost_gpu_s,
                     slow_gpus=0 if started is None else started.slow_gpus,
-                    healthy_s=math.inf,
+                    ideal_s=self._ideal_s(job),
                 )
             )
         gpus, samples = len(self.fleet.gpus), self.seen.samples_taken

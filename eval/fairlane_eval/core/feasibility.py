@@ -1,10 +1,13 @@
-"""Where a job could run at all (pure).
+"""Where a job could run at all, and how fast it would run there at best (pure).
 
 A job is a gang of ``nodes`` x ``gpus_per_node`` GPUs; it can use a node when the node
 has at least ``gpus_per_node`` GPUs of a model its throughput table gives a rate above 0
 (the request allows no other model, whatever the policy). A job for which the whole
 cluster, empty and healthy, holds too few such nodes can never be placed: the simulator
 would leave it waiting for ever, so the caller must know (:func:`unplaceable_jobs`).
+
+:func:`ideal_rate` is the job's speed on its ideal allocation, the same for every policy:
+median GPUs (speed 1.0, no episode) of the fastest models whose nodes can host it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from fairlane_eval.core.cluster_spec import NodeGroup
 from fairlane_eval.core.sim_types import Throughputs
 from fairlane_eval.core.workload import Job
 
-__all__ = ["Unplaceable", "unplaceable_jobs", "why_unplaceable"]
+__all__ = ["Unplaceable", "ideal_rate", "unplaceable_jobs", "why_unplaceable"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,27 @@ class Unplaceable:
 
 def _rates(job: Job, groups: Sequence[NodeGroup], throughputs: Throughputs) -> list[float]:
     return [throughputs.steps_per_s(job.job_type, g.model, job.gpus) for g in groups]
+
+
+def ideal_rate(job: Job, groups: Sequence[NodeGroup], throughputs: Throughputs) -> float:
+    """Steps/s of ``job`` on its ideal allocation; 0 when the cluster cannot host it.
+
+    Taking node groups from the fastest model down, the first rate ``r`` at which the
+    groups at least as fast that have nodes of at least ``gpus_per_node`` GPUs hold
+    ``nodes`` nodes: a gang runs at its slowest GPU, so that is the highest rate any
+    placement on this cluster can give it (at speed 1.0: no variability, no episode).
+    """
+    fitting = [
+        (rate, g)
+        for rate, g in zip(_rates(job, groups, throughputs), groups, strict=True)
+        if rate > 0 and g.gpus_per_node >= job.gpus_per_node
+    ]
+    nodes = 0
+    for rate, group in sorted(fitting, key=lambda p: -p[0]):
+        nodes += group.nodes
+        if nodes >= job.nodes:
+            return rate
+    return 0.0
 
 
 def why_unplaceable(job: Job, groups: Sequence[NodeGroup], throughputs: Throughputs) -> str | None:

@@ -2,10 +2,9 @@
 
 Finish-time fairness follows Themis (NSDI'20): rho = T_shared / T_independent, where
 T_independent is the time the job would take on an exclusive 1/N share of the cluster,
-N the average number of jobs present (running or waiting) during its life. Here the
-share is of a fleet without episodes: a job of g GPUs on G GPUs shared by N jobs gets
-min(g, G/N) of them, so T_independent = healthy run time x max(1, g N / G). rho <= 1 is
-fair; the worst rho and the worst namespace's mean rho are what a fairness policy bounds.
+N the average number of jobs present (running or waiting) during its life
+(:func:`finish_time_fairness` has the formula). rho <= 1 is fair; the worst rho and the
+worst namespace's mean rho are what a fairness policy bounds.
 """
 
 from __future__ import annotations
@@ -17,9 +16,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import numpy.typing as npt
 
+from collections.abc import Sequence
 from fairlane_eval.core.sim_types import JobOutcome, SimResult
 
-__all__ = ["METRICS", "Summary", "contention", "summarise"]
+__all__ = ["METRICS", "Summary", "contention", "finish_time_fairness", "summarise"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -82,12 +82,25 @@ def contention(arrivals: FloatArray, ends: FloatArray) -> FloatArray:
     return np.maximum(average, 1.0)
 
 
-def _finish_time_fairness(done: list[JobOutcome], gpus: int) -> FloatArray:
-    arrivals = np.array([o.job.arrival_s for o in done])
+def finish_time_fairness(done: Sequence[JobOutcome], gpus: int) -> FloatArray:
+    """Each finished job's rho = T_shared / T_independent (Themis), on ``gpus`` GPUs:
+
+        T_shared      = end - arrival
+        T_independent = T_ideal x max(1, g N / G)
+
+    g the job's GPUs, G = ``gpus``, N its average contention (:func:`contention`: a job
+    of g GPUs on G GPUs shared by N jobs gets min(g, G/N) of them), and T_ideal its run
+    time alone on its ideal allocation (``JobOutcome.ideal_s``: median GPUs of the
+    fastest models that can host it, no episode). T_ideal is the same under every
+    policy: it does not depend on the GPUs the policy gave the job, so a policy that puts
+    a job on slow or throttled GPUs is charged for it (against its own GPUs the job would
+    look fair). N, as Themis defines it, is measured in the shared run itself.
+    """
+    arrivals = np.array([o.job.arrival_s for o in done], dtype=np.float64)
     ends = np.array([o.end_s for o in done], dtype=np.float64)
     share = contention(arrivals, ends)
     g = np.array([o.job.gpus for o in done], dtype=np.float64)
-    independent = np.array([o.healthy_s for o in done]) * np.maximum(1.0, g * share / gpus)
+    independent = np.array([o.ideal_s for o in done]) * np.maximum(1.0, g * share / gpus)
     rho: FloatArray = (ends - arrivals) / independent
     return rho
 
@@ -104,7 +117,7 @@ def summarise(result: SimResult) -> Summary:
     last = max(o.end_s for o in done if o.end_s is not None)
     makespan = last - first
     busy = sum(o.job.gpus * ((o.end_s or result.end_s) - (o.start_s or 0)) for o in placed)
-    rho = _finish_time_fairness(done, result.gpus)
+    rho = finish_time_fairness(done, result.gpus)
     per_ns: dict[str, list[float]] = defaultdict(list)
     for o, r in zip(done, rho, strict=True):
         per_ns[o.job.namespace].append(float(r))

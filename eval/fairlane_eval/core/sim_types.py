@@ -36,7 +36,9 @@ class JobOutcome:
     held_s: float  # waited although GPUs that the health filter held out would have fit it
     lost_gpu_s: float  # GPU-seconds below the speed its GPUs give it when healthy
     slow_gpus: int  # its GPUs slower than 0.9 x their model's median when it was placed
-    healthy_s: float  # how long it would have run on its GPUs without any episode
+    #: How long it runs alone on its ideal allocation (feasibility.ideal_rate): median GPUs
+    #: of the fastest models that can host it; the same under every policy.
+    ideal_s: float
 
     @property
     def jct_s(self) -> float | None:
