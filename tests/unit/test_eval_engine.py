@@ -250,3 +250,13 @@ def test_each_jobs_ideal_run_time_is_the_same_under_every_policy(name: str) -> N
     }
     other = simulate(setup.jobs, fleet, policy(name), FastOnV100(), seed=1)
     assert {o.job.job_id: o.ideal_s for o in other.outcomes} == ideal
+
+
+def test_lost_gpu_hours_count_a_persistently_slow_gpu() -> None:
+    # A gang on a GPU at 0.9 of its model's median (no episode) and a median one: 90
+    # steps at 0.9 step/s take 100 s, 10 % short on both GPUs: 2 x 100 x 0.1 GPU-s.
+    result = run([job("gang", 0, 2, 90)], fleet_of(("V100", [0.9, 1.0])), "static")
+    (outcome,) = result.outcomes
+    assert outcome.end_s == pytest.approx(100)
+    assert outcome.lost_gpu_s == pytest.approx(20)
+    assert summarise(result).lost_gpu_h == pytest.approx(20 / 3600)

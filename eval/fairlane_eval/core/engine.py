@@ -42,7 +42,7 @@ _SLOW = 0.9  # a GPU slower than this x its model's median is a straggler at pla
 class _Running:
     rows: tuple[int, ...]
     rate: float
-    healthy_rate: float
+    median_rate: float  # on median GPUs of its models: what a straggler falls short of
     done: float = 0.0
     since_s: float = 0.0
     version: int = 0
@@ -235,8 +235,10 @@ class _Simulation:
             self.owner[row] = i
             if self.keeper is not None:
                 self.keeper.job_started(row, self.now)
-        healthy = self._rate(job, rows, [self.fleet.gpus[r].base_speed for r in rows])
-        self.running[i] = _Running(rows, 0.0, healthy, since_s=self.now)
+        # Lost GPU-time counts persistent slowness too: the reference is the median GPU
+        # of each model (speed 1.0), not this GPU's own base speed.
+        median = self._rate(job, rows, [1.0] * len(rows))
+        self.running[i] = _Running(rows, 0.0, median, since_s=self.now)
         slow = sum(1 for r in rows if self.speed[r] < _SLOW)
         self.starts[i] = _Started(self.now, rows, slow, held_s)
         self._rerate(i)
@@ -252,8 +254,8 @@ class _Simulation:
         run = self.running[i]
         elapsed = self.now - run.since_s
         run.done += run.rate * elapsed
-        if run.healthy_rate > 0:
-            run.lost_gpu_s += elapsed * len(run.rows) * max(0.0, 1 - run.rate / run.healthy_rate)
+        if run.median_rate > 0:
+            run.lost_gpu_s += elapsed * len(run.rows) * max(0.0, 1 - run.rate / run.median_rate)
         run.since_s = self.now
         run.rate = self._rate(self.jobs[i], run.rows, [float(self.speed[r]) for r in run.rows])
         run.version += 1
@@ -288,8 +290,6 @@ class _Simulation:
         )
         self._schedule_tick()
 
-    def _ms(self) -> int:
-        return EPOCH_MS + round(self.now * 1000)
     def _ideal_s(self, job: Job) -> float:
         """The job's run time on its ideal allocation: policy-independent (the fleet's
         node groups and the throughputs, nothing the policy chose)."""
@@ -299,6 +299,8 @@ class _Simulation:
         rate = self.ideal_rates[key]
         return job.work_steps / rate if rate > 0 else math.inf
 
+    def _ms(self) -> int:
+        return EPOCH_MS + round(self.now * 1000)
 
     def _result(self) -> SimResult:
         outcomes = []

@@ -5,18 +5,24 @@ T_independent is the time the job would take on an exclusive 1/N share of the cl
 N the average number of jobs present (running or waiting) during its life
 (:func:`finish_time_fairness` has the formula). rho <= 1 is fair; the worst rho and the
 worst namespace's mean rho are what a fairness policy bounds.
+
+GPU-hours lost to stragglers: per job, sum over time of its GPUs x (1 - rate / r_median)
+while below, r_median its rate on median GPUs (speed 1.0) of the models it got. So both
+persistent slowness (a GPU the variability data puts at 0.95 costs its gang 5 % of its
+whole run) and fail-slow episodes count; the model itself does not (a K80 is slow, not
+a straggler).
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from collections.abc import Sequence
 from fairlane_eval.core.sim_types import JobOutcome, SimResult
 
 __all__ = ["METRICS", "Summary", "contention", "finish_time_fairness", "summarise"]
@@ -35,7 +41,7 @@ class Summary:
     makespan_s: float
     mean_queue_s: float
     threshold_queue_share: float  # of all queueing, the part the health filter caused
-    lost_gpu_h: float  # GPU-hours run below the speed the job's GPUs give it healthy
+    lost_gpu_h: float  # GPU-hours run below the job's rate on median GPUs of its models
     slow_placement_share: float  # placed GPUs slower than 0.9 x their model's median
     utilisation: float  # GPU-busy time / (GPUs x makespan)
     mean_ftf: float  # Themis finish-time fairness, mean over jobs

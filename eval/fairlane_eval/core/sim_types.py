@@ -34,7 +34,9 @@ class JobOutcome:
     end_s: float | None  # None: did not finish
     rows: tuple[int, ...]  # the GPUs it ran on
     held_s: float  # waited although GPUs that the health filter held out would have fit it
-    lost_gpu_s: float  # GPU-seconds below the speed its GPUs give it when healthy
+    #: GPU-seconds run below the job's rate on median GPUs of the models it got, weighted
+    #: by the shortfall: persistent slowness (variability) and fail-slow episodes alike.
+    lost_gpu_s: float
     slow_gpus: int  # its GPUs slower than 0.9 x their model's median when it was placed
     #: How long it runs alone on its ideal allocation (feasibility.ideal_rate): median GPUs
     #: of the fastest models that can host it; the same under every policy.
