@@ -7,7 +7,7 @@ oracle) sees each GPU's true speed, and ``constant`` (static allocation) sees 1.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -29,9 +29,25 @@ from fairlane_scheduler.core.placement import (
     rejection_masks,
 )
 
-__all__ = ["PolicyView"]
+__all__ = ["PolicyView", "relative_speeds"]
 
 _UNUSABLE = 0.01  # the oracle's threshold: below it a GPU is broken, not slow
+
+
+def relative_speeds(speeds: Mapping[str, float]) -> dict[str, float]:
+    """A job's per-model speeds over its fastest model's: ``speed(m) / max_m speed(m)``.
+
+    Throughputs are in the job's own unit (steps/s: 7 for one type, 600 for another);
+    effective capacity is score x this speed, and the scheduler treats capacities within
+    one ``capacity_resolution`` step (0.1) as equal. On the job's scale the step would be
+    a hair's breadth and ``fastest`` would rank by score noise; scaled so the fastest
+    model is 1.0 the step means what it means for the catalogue's speeds. All 0 (the job
+    runs nowhere) stays all 0.
+    """
+    fastest = max(speeds.values(), default=0.0)
+    if fastest <= 0:
+        return dict(speeds)
+    return {model: speed / fastest for model, speed in speeds.items()}
 
 
 class PolicyView:
@@ -97,7 +113,8 @@ class PolicyView:
 
     def shape(self, job: Job, throughputs: Throughputs) -> JobShape:
         """The request a launcher would send: models the job cannot run on (no measured
-        throughput) are not allowed, whatever the policy."""
+        throughput) are not allowed, whatever the policy. A policy that ranks by the
+        job's own speeds gets them relative to its fastest model (:func:`relative_speeds`)."""
         speeds = {
             key: throughputs.steps_per_s(job.job_type, key, job.gpus) for key in self.view.models
         }
@@ -107,7 +124,7 @@ class PolicyView:
             job.nodes,
             models=None if len(runnable) == len(speeds) else runnable,
             policy=self.spec.pack,
-            model_speeds=speeds if self.spec.job_speeds else None,
+            model_speeds=relative_speeds(speeds) if self.spec.job_speeds else None,
         )
 
     def qualifying(self, allocated: Collection[str], now_ms: int) -> npt.NDArray[np.bool_]:
