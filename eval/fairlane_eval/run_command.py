@@ -10,6 +10,7 @@ that cannot be used raises one of the errors of :mod:`fairlane_eval.errors`, whi
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,13 +65,34 @@ def _node_size(text: str) -> int:
     return value
 
 
-def _non_negative(text: str) -> float:
+def _number(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be finite, got {text}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = _number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _positive(text: str) -> float:
+    value = _number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _share(text: str) -> float:
+    value = _number(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text}")
     return value
 
 
@@ -100,11 +122,11 @@ def add_run_parser(sub: argparse._SubParsersAction[Any]) -> None:
     )
     run.add_argument("--seeds", type=_positive_int, default=3, help="seeds 0..N-1 (default 3)")
     run.add_argument("--rate", type=_non_negative, default=1.0, help="fail-slow rate x default")
-    run.add_argument("--interval-s", type=float, default=60.0, help="sampling interval")
-    run.add_argument("--threshold", type=float, default=0.65)
-    run.add_argument("--recent-weight", type=float, default=0.70)
-    run.add_argument("--history-s", type=float, default=600.0)
-    run.add_argument("--stabilization-s", type=float, default=120.0)
+    run.add_argument("--interval-s", type=_positive, default=60.0, help="sampling interval")
+    run.add_argument("--threshold", type=_share, default=0.65)
+    run.add_argument("--recent-weight", type=_share, default=0.70)
+    run.add_argument("--history-s", type=_positive, default=600.0)
+    run.add_argument("--stabilization-s", type=_non_negative, default=120.0)
     run.add_argument("--workers", type=_positive_int, help="parallel processes (default: CPUs)")
     run.add_argument(
         "--baseline", help=f"the policy changes are paired against (default {_DEFAULT_BASELINE})"

@@ -123,7 +123,11 @@ def test_a_model_without_gpu_speeds_is_an_input_error(
         (["--cluster", "V100"], "expected MODEL:NODES or MODEL:NODESxGPUS_PER_NODE"),
         (["--policies", "static,fastest"], "--policies: unknown fastest; known: static"),
         (["--baseline", "fairlane-spread"], "--baseline fairlane-spread is not among"),
-        (["--threshold", "0.7", "--recent-weight", "1.5"], "recent_weight must be in (0, 1)"),
+        (["--recent-weight", "0"], "recent_weight must be in (0, 1)"),
+        (["--interval-s", "0"], "argument --interval-s: must be > 0, got 0"),
+        (["--threshold", "1.5"], "argument --threshold: must be in [0, 1], got 1.5"),
+        (["--stabilization-s", "-5"], "argument --stabilization-s: must be >= 0, got -5"),
+        (["--rate", "nan"], "argument --rate: must be finite, got nan"),
     ],
 )
 def test_a_bad_option_is_one_line_and_status_2(
