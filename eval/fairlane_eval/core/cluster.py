@@ -1,5 +1,8 @@
 """The hidden fleet: every GPU's model, persistent speed factor and fail-slow episodes.
 
+Optionally (``class_speeds``) each GPU also has a persistent speed factor per job class
+(:data:`fairlane_sim.class_speeds.CLASSES`), multiplying its speed for jobs of that class.
+
 Nothing here is visible to a policy except through what it is allowed to see: the
 simulated NVML samples (for Fairlane's scorer) or the true speed (for the oracle). Both
 come from :func:`fairlane_sim.physics.read_gpu`, the physics the agent's simulated fleet
@@ -14,11 +17,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from fairlane_eval.core.cluster_spec import ClusterSpec, NodeGroup
 from fairlane_eval.core.faults import FaultModel, draw_episodes, episode_end_s
 from fairlane_eval.core.fleet_variability import Variability, speeds_for_model
+from fairlane_eval.core.job_classes import job_class
 from fairlane_events.gpu_models import CATALOG, GpuModelSpec
+from fairlane_sim.class_speeds import CLASSES, sample_class_speeds
 from fairlane_sim.fleet import JOB_RAMP_S, FleetSimulator, FleetSpec
 from fairlane_sim.physics import DRAWS_PER_SAMPLE, GpuReading, read_gpu
 from fairlane_sim.scenario import Scenario, ScenarioEvent
@@ -46,11 +52,20 @@ def job_event(start_s: float, end_s: float | None) -> ScenarioEvent:
 
 
 class HiddenFleet:
-    def __init__(self, gpus: Sequence[HiddenGpu], episodes: Sequence[Sequence[ScenarioEvent]]):
+    def __init__(
+        self,
+        gpus: Sequence[HiddenGpu],
+        episodes: Sequence[Sequence[ScenarioEvent]],
+        class_speeds: npt.NDArray[np.float64] | None = None,
+    ):
+        """``class_speeds``: optional (GPUs, CLASSES) persistent factors per job class."""
         if len(gpus) != len(episodes):
             raise ValueError("one episode list per GPU")
+        if class_speeds is not None and class_speeds.shape != (len(gpus), len(CLASSES)):
+            raise ValueError(f"class_speeds must be (GPUs, {len(CLASSES)}): one column a class")
         self.gpus = tuple(gpus)
         self.episodes = tuple(tuple(e) for e in episodes)
+        self.class_speeds = class_speeds
 
     @classmethod
     def build(
@@ -60,11 +75,19 @@ class HiddenFleet:
         faults: FaultModel,
         horizon_s: float,
         seed: int,
+        *,
+        class_speeds: bool = False,
     ) -> HiddenFleet:
         """A fleet whose GPUs draw persistent speeds from ``variability`` (measured
         same-model spread) and episodes from ``faults`` over ``horizon_s``; all from
         ``seed``. Nodes of different models are shuffled together, so that first fit by
-        name favours no model."""
+        name favours no model.
+
+        ``class_speeds``: each node also draws its GPUs' per-class factors from PAL's
+        Longhorn measurements (:func:`fairlane_sim.class_speeds.sample_class_speeds`,
+        measured nodes kept whole), from a generator of its own so that the rest of the
+        fleet is the one drawn without them. Longhorn is V100s: giving other models the
+        same relative draws assumes their per-class spread is alike (unmeasured)."""
         rng = np.random.default_rng(seed)
         nodes = [(g.model, g.gpus_per_node) for g in spec.groups for _ in range(g.nodes)]
         rng.shuffle(nodes)  # draws as the list of models it was, so fleets are unchanged
@@ -77,7 +100,12 @@ class HiddenFleet:
                 idle = float(rng.uniform(32, 45))
                 uuid = f"GPU-{seed:04x}-{len(gpus):06d}"
                 gpus.append(HiddenGpu(len(gpus), node, i, uuid, CATALOG[model], speed, idle))
-        return cls(gpus, draw_episodes(rng, len(gpus), horizon_s, faults))
+        episodes = draw_episodes(rng, len(gpus), horizon_s, faults)
+        if not class_speeds:
+            return cls(gpus, episodes)
+        class_rng = np.random.default_rng([seed, 27])
+        factors = [sample_class_speeds(class_rng, 1, size) for _, size in nodes]
+        return cls(gpus, episodes, np.concatenate(factors))
 
     @classmethod
     def from_simulator(cls, spec: FleetSpec, scenario: Scenario) -> HiddenFleet:
@@ -105,6 +133,13 @@ class HiddenFleet:
             nodes[gpu.node] = (model, size + 1)
         counts = Counter(nodes.values())
         return tuple(NodeGroup(m, n, size) for (m, size), n in sorted(counts.items()))
+
+    def class_factor(self, row: int, job_type: str) -> float:
+        """GPU ``row``'s persistent factor for jobs of ``job_type``'s class (1.0 without
+        class speeds)."""
+        if self.class_speeds is None:
+            return 1.0
+        return float(self.class_speeds[row, CLASSES.index(job_class(job_type))])
 
     def events_at(
         self, row: int, t_s: float, jobs: Iterable[ScenarioEvent] = ()

@@ -6,11 +6,14 @@ of the fleet through the scheduler's own ``choose``; a synchronous job then adva
 the speed of its slowest GPU:
 
     rate(t) = min over its GPUs g of  throughput(job type, model of g, GPUs) x speed_g(t)
+                                      x class_g(job type)
 
 where ``speed_g(t)`` is the GPU's hidden true speed (persistent factor x episodes),
-re-read at every tick while it changes. A job waits in a queue, tried by priority then
-arrival whenever capacity may have appeared (an arrival, a completion, a GPU readmitted
-after cooling); a job that fits nowhere now does not block the ones behind it.
+``class_g`` its persistent factor for the job's class (1.0 unless the fleet has class
+speeds, :meth:`HiddenFleet.class_factor`); speed is re-read at every tick while it
+changes. A job waits in a queue, tried by priority then arrival whenever capacity may
+have appeared (an arrival, a completion, a GPU readmitted after cooling); a job that
+fits nowhere now does not block the ones behind it.
 Deterministic: no wall clock, every random number from the seeds.
 """
 
@@ -236,16 +239,21 @@ class _Simulation:
             if self.keeper is not None:
                 self.keeper.job_started(row, self.now)
         # Lost GPU-time counts persistent slowness too: the reference is the median GPU
-        # of each model (speed 1.0), not this GPU's own base speed.
-        median = self._rate(job, rows, [1.0] * len(rows))
+        # of each model (speed 1.0, class factor 1.0), not this GPU's own speeds.
+        median = self._rate(job, rows, [1.0] * len(rows), classes=False)
         self.running[i] = _Running(rows, 0.0, median, since_s=self.now)
         slow = sum(1 for r in rows if self.speed[r] < _SLOW)
         self.starts[i] = _Started(self.now, rows, slow, held_s)
         self._rerate(i)
 
-    def _rate(self, job: Job, rows: Sequence[int], speeds: Sequence[float]) -> float:
+    def _rate(
+        self, job: Job, rows: Sequence[int], speeds: Sequence[float], *, classes: bool = True
+    ) -> float:
+        """The gang's rate at these speeds; ``classes``: times each GPU's class factor."""
         return min(
-            self.throughputs.steps_per_s(job.job_type, self.fleet.gpus[r].spec.key, job.gpus) * s
+            self.throughputs.steps_per_s(job.job_type, self.fleet.gpus[r].spec.key, job.gpus)
+            * s
+            * (self.fleet.class_factor(r, job.job_type) if classes else 1.0)
             for r, s in zip(rows, speeds, strict=True)
         )
 

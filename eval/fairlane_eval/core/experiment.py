@@ -41,6 +41,7 @@ class Setup:
     variability: Variability  # measured same-model relative speeds, per model
     faults: FaultModel
     config: SimConfig
+    class_speeds: bool = False  # per-GPU per-class factors from PAL's Longhorn data
 
     @property
     def horizon_s(self) -> float:
@@ -60,7 +61,14 @@ class Setup:
 
 
 def hidden_fleet(setup: Setup, seed: int) -> HiddenFleet:
-    return HiddenFleet.build(setup.cluster, setup.variability, setup.faults, setup.horizon_s, seed)
+    return HiddenFleet.build(
+        setup.cluster,
+        setup.variability,
+        setup.faults,
+        setup.horizon_s,
+        seed,
+        class_speeds=setup.class_speeds,
+    )
 
 
 def run_trial(
