@@ -14,7 +14,11 @@ speeds, :meth:`HiddenFleet.class_factor`); speed is re-read at every tick while 
 changes. A job waits in a queue, tried by priority then arrival whenever capacity may
 have appeared (an arrival, a completion, a GPU readmitted after cooling); a job that
 fits nowhere now does not block the ones behind it.
-Deterministic: no wall clock, every random number from the seeds.
+
+Under a learning policy every running gang also reports, every ``report_interval_s``
+from its start, each rank's compute time per step (:meth:`_Simulation._report`) to the
+product's learner in the policy's view. Deterministic: no wall clock, every random
+number from the seeds.
 """
 
 from __future__ import annotations
@@ -28,12 +32,14 @@ import numpy as np
 
 from fairlane_eval.core.cluster import HiddenFleet
 from fairlane_eval.core.feasibility import ideal_rate
+from fairlane_eval.core.job_classes import job_class
 from fairlane_eval.core.policies import PolicySpec
 from fairlane_eval.core.policy_view import PolicyView
 from fairlane_eval.core.sim_types import JobOutcome, SimConfig, SimResult, Throughputs
 from fairlane_eval.core.telemetry import EPOCH_MS
 from fairlane_eval.core.workload import Job
 from fairlane_scheduler.core.placement import Choice, JobShape
+from fairlane_scoring.learned_speed import ProgressReport, RankReport
 from fairlane_sim.fleet import JOB_RAMP_S
 
 __all__ = ["simulate"]
@@ -66,7 +72,7 @@ class _Waiting:
     held_s: float = 0.0
 
 
-_ARRIVE, _TICK, _COMPLETE = 0, 1, 2  # same-time order: arrivals, then ticks, then ends
+_ARRIVE, _TICK, _COMPLETE, _REPORT = 0, 1, 2, 3  # same-time order: arrivals, ticks, ends
 
 
 class _Simulation:
@@ -111,6 +117,7 @@ class _Simulation:
         self.qualified = np.zeros(0, dtype=bool)
         self.groups = fleet.groups()
         self.ideal_rates: dict[tuple[str, int, int], float] = {}
+        self.report_noise = np.random.default_rng([seed, 27])
 
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, payload: int) -> None:
@@ -149,6 +156,9 @@ class _Simulation:
                 if running is not None and running.version == version:
                     self._finish(payload)
                     self._try_waiting()
+            elif kind == _REPORT:
+                if payload in self.running:  # a job runs once: no report outlives it
+                    self._report(payload)
             elif t == self.tick_at:
                 self.tick_at = None
                 self._tick()
@@ -177,7 +187,7 @@ class _Simulation:
                 self.speed[row] = speed
                 self.speed_dirty[row] = max(until, t + self.dt)  # still moving: keep reading
                 if self.spec.view == "truth":
-                    self.seen.publish(row, min(1.0, speed), t)
+                    self.seen.publish(row, speed, t)
                 if (job := self.owner[row]) is not None:
                     changed_jobs.add(job)
             elif until < t:
@@ -219,7 +229,7 @@ class _Simulation:
             wait.held_since = None
         if i not in self.shapes:
             self.shapes[i] = self.seen.shape(job, self.throughputs)
-        result = self.seen.choose(self.shapes[i], self.allocated, self._ms())
+        result = self.seen.choose(self.shapes[i], self.allocated, self._ms(), job.job_type)
         if not isinstance(result, Choice):
             return False
         if result.fallback:  # only GPUs the health filter holds out would fit it
@@ -245,6 +255,31 @@ class _Simulation:
         slow = sum(1 for r in rows if self.speed[r] < _SLOW)
         self.starts[i] = _Started(self.now, rows, slow, held_s)
         self._rerate(i)
+        if self.spec.learns and len(rows) > 1:  # one rank alone teaches nothing
+            self._push(self.now + self.config.report_interval_s, _REPORT, i)
+
+    def _report(self, i: int) -> None:
+        """Job ``i``'s ranks' compute time per step over the last window, to the learner:
+
+            t_r = 1 / (steps_per_s(job, model of r) x class_r x speed_r(now)) x e^(sigma z)
+
+        (the job's step cost is 1 / steps_per_s on a median GPU of the model; ``speed_r``
+        the GPU's true speed now, z standard normal). A window in which a GPU cannot run
+        (speed 0) is not reported."""
+        job, rows = self.jobs[i], self.running[i].rows
+        interval = self.config.report_interval_s
+        self._push(self.now + interval, _REPORT, i)
+        noise = self.report_noise.normal(0.0, self.config.report_noise_sigma, len(rows))
+        ranks = []
+        for r, z in zip(rows, noise, strict=True):
+            gpu = self.fleet.gpus[r]
+            model_rate = self.throughputs.steps_per_s(job.job_type, gpu.spec.key, job.gpus)
+            rate = model_rate * self.fleet.class_factor(r, job.job_type) * self.speed[r]
+            if rate <= 0:
+                return
+            ranks.append(RankReport(gpu.uuid, math.exp(z) / rate, model_rate))
+        report = ProgressReport(job_class(job.job_type), interval, tuple(ranks))
+        self.seen.report(report, self._ms())
 
     def _rate(
         self, job: Job, rows: Sequence[int], speeds: Sequence[float], *, classes: bool = True

@@ -26,7 +26,7 @@ from typing import Literal
 
 from fairlane_scheduler.core.placement import Packing
 
-__all__ = ["ORACLE", "ORACLES", "POLICIES", "PolicySpec", "View", "policy"]
+__all__ = ["LEARNING_POLICIES", "ORACLE", "ORACLES", "POLICIES", "PolicySpec", "View", "policy"]
 
 View = Literal["constant", "scores", "truth"]
 
@@ -39,6 +39,12 @@ class PolicySpec:
     job_speeds: bool = False  # rank by the job's measured per-model throughput
     description: str = ""
     exact_ranking: bool = False  # fastest without the capacity resolution (first fit)
+    per_class: bool = False  # choose in the job class's view (learned or true class speed)
+
+    @property
+    def learns(self) -> bool:
+        """Whether the policy learns speeds from running jobs' reports."""
+        return self.per_class and self.view == "scores"
 
 
 POLICIES: tuple[PolicySpec, ...] = (
@@ -75,6 +81,24 @@ POLICIES: tuple[PolicySpec, ...] = (
     ),
 )
 
+LEARNING_POLICIES: tuple[PolicySpec, ...] = (
+    PolicySpec(
+        "fairlane-learned",
+        "scores",
+        "fastest",
+        description="live scores x the speed learned from jobs' reports, per class",
+        per_class=True,
+    ),
+    PolicySpec(
+        "oracle-learned",
+        "truth",
+        "fastest",
+        job_speeds=True,
+        description="true current speeds x true class factors, fastest",
+        per_class=True,
+    ),
+)
+
 #: The oracle of a trial: the best of the oracle policies (each packs as one Fairlane
 #: policy does). Greedy placement with perfect knowledge is not an upper bound on its
 #: own: how a policy packs changes the queue more than a slow GPU changes a job.
@@ -83,8 +107,8 @@ ORACLES = tuple(p.name for p in POLICIES if p.view == "truth")
 
 
 def policy(name: str) -> PolicySpec:
-    for spec in POLICIES:
+    for spec in (*POLICIES, *LEARNING_POLICIES):
         if spec.name == name:
             return spec
-    known = ", ".join(p.name for p in POLICIES)
+    known = ", ".join(p.name for p in (*POLICIES, *LEARNING_POLICIES))
     raise ValueError(f"unknown policy {name!r}; known: {known}")

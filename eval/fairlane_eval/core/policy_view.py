@@ -3,6 +3,16 @@
 A ``scores`` policy sees what Fairlane's scorer would publish (a :class:`ScoreKeeper`
 over simulated samples) behind the scheduler's stabilization window; ``truth`` (the
 oracle) sees each GPU's true speed, and ``constant`` (static allocation) sees 1.0.
+
+A per-class policy keeps one more FleetView per job class, each fed every record of the
+plain view with the score multiplied by the GPU's factor for that class (capped at 1.0):
+for ``fairlane-learned`` the speed the product's learner
+(:mod:`fairlane_scoring.learned_speed`) learned from running jobs' reports, read against
+the same model's GPUs (``peer_relative``); for ``oracle-learned`` the true class factor.
+A job is placed through ``choose`` in its class's view. Why views and not a new ranking:
+``choose`` stays the scheduler's own, untouched, and the learned speed enters exactly as
+a score would (a record), stability window and threshold included. The plain view still
+answers :meth:`PolicyView.qualifying` (which only decides when to retry the queue).
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fairlane_eval.core.cluster import HiddenFleet
+from fairlane_eval.core.job_classes import job_class
 from fairlane_eval.core.policies import PolicySpec
 from fairlane_eval.core.sim_types import SimConfig, Throughputs
 from fairlane_eval.core.telemetry import EPOCH_MS, ScoreKeeper
@@ -28,6 +39,15 @@ from fairlane_scheduler.core.placement import (
     qualifying,
     rejection_masks,
 )
+from fairlane_scoring.learned_speed import (
+    LearnerConfig,
+    ProgressReport,
+    SpeedState,
+    estimate,
+    observe,
+    peer_relative,
+)
+from fairlane_sim.class_speeds import CLASSES
 
 __all__ = ["PolicyView", "relative_speeds"]
 
@@ -68,37 +88,105 @@ class PolicyView:
             else PlacementPolicy().capacity_resolution,
         )
         self.keeper = ScoreKeeper(fleet, config.score, seed) if spec.view == "scores" else None
+        n = len(fleet.gpus)
+        self.class_views: dict[str, FleetView] = {}
+        self.factors: dict[str, npt.NDArray[np.float64]] = {}
+        true_factors = fleet.class_speeds if spec.view == "truth" else None
+        for c, job_cls in enumerate(CLASSES if spec.per_class else ()):
+            self.class_views[job_cls] = FleetView(StabilityPolicy(threshold, window), capacity=n)
+            self.factors[job_cls] = (
+                np.ones(n) if true_factors is None else true_factors[:, c].copy()
+            )
+        self.learner = LearnerConfig()
+        self.learned: dict[tuple[str, str], SpeedState] | None = {} if spec.learns else None
+        self.dirty_classes: set[str] = set()
+        self.rows = {g.uuid: g.row for g in fleet.gpus}
+        self.last: list[GpuScore | None] = [None] * n
+        self.models: dict[str, list[int]] = {}
+        for g in fleet.gpus:
+            self.models.setdefault(g.spec.key, []).append(g.row)
 
     @property
     def samples_taken(self) -> int:
         return 0 if self.keeper is None else self.keeper.samples_taken
 
     def publish(self, row: int, score: float, ts_s: float) -> None:
-        """Tell the view GPU ``row``'s score, as a score record at ``ts_s``."""
+        """Tell the view GPU ``row``'s score (capped at 1.0), as a score record at ``ts_s``;
+        a class view gets it x the GPU's class factor, capped after the product."""
+        self._apply(self._record(row, score, ts_s))
+
+    def _record(self, row: int, score: float, ts_s: float) -> GpuScore:
         gpu = self.fleet.gpus[row]
         speed = gpu.spec.relative_speed
-        self.view.apply(
-            GpuScore.model_construct(
-                node=gpu.node,
-                uuid=gpu.uuid,
-                index=gpu.index,
-                model=gpu.spec.key,
-                score=score,
-                speed=speed,
-                effective_capacity=score * speed,
-                components={},
-                samples_in_window=0,
-                stale=False,
-                mem_total_bytes=int(gpu.spec.mem_gib * 1024**3),
-                ts_ms=EPOCH_MS + round(ts_s * 1000),
-            )
+        return GpuScore.model_construct(
+            node=gpu.node,
+            uuid=gpu.uuid,
+            index=gpu.index,
+            model=gpu.spec.key,
+            score=score,
+            speed=speed,
+            effective_capacity=score * speed,
+            components={},
+            samples_in_window=0,
+            stale=False,
+            mem_total_bytes=int(gpu.spec.mem_gib * 1024**3),
+            ts_ms=EPOCH_MS + round(ts_s * 1000),
         )
+
+    def _apply(self, record: GpuScore) -> None:
+        """``record`` to the plain view (score capped at 1.0) and to every class view."""
+        row = self.rows[record.uuid]
+        self.last[row] = record
+        self.view.apply(self._scaled(record, 1.0))
+        for job_cls, view in self.class_views.items():
+            view.apply(self._scaled(record, float(self.factors[job_cls][row])))
+
+    @staticmethod
+    def _scaled(record: GpuScore, factor: float) -> GpuScore:
+        score = min(1.0, record.score * factor)
+        if score == record.score:
+            return record
+        return record.model_copy(
+            update={"score": score, "effective_capacity": score * record.speed}
+        )
+
+    def report(self, report: ProgressReport, now_ms: int) -> None:
+        """A running job's report, to the learner; its class's view is refreshed before
+        the next choice."""
+        assert self.learned is not None
+        self.learned.update(observe(self.learned, report, now_ms, self.learner))
+        self.dirty_classes.add(report.job_class)
+
+    def learned_speed(self, row: int, job_cls: str) -> float:
+        """GPU ``row``'s learned speed for ``job_cls`` against its model's GPUs, as last
+        published (1.0 before any report)."""
+        return float(self.factors[job_cls][row]) if job_cls in self.factors else 1.0
+
+    def _refresh(self, now_ms: int) -> None:
+        """Re-read the learned speeds of the classes reported on, peer-relative per model,
+        and republish the last record of every GPU whose factor moved."""
+        assert self.learned is not None
+        for job_cls in sorted(self.dirty_classes):
+            factors, view = self.factors[job_cls], self.class_views[job_cls]
+            for rows in self.models.values():
+                uuids = [self.fleet.gpus[r].uuid for r in rows]
+                learned = {
+                    u: estimate(self.learned.get((u, job_cls)), now_ms, self.learner).speed
+                    for u in uuids
+                }
+                relative = peer_relative(learned)
+                for row, uuid in zip(rows, uuids, strict=True):
+                    if abs(relative[uuid] - factors[row]) > 1e-9:
+                        factors[row] = relative[uuid]
+                        if (record := self.last[row]) is not None:
+                            view.apply(self._scaled(record, relative[uuid]))
+        self.dirty_classes.clear()
 
     def sample(self, row: int, tick: int) -> None:
         """Sample GPU ``row`` up to ``tick`` and apply the scores the scorer would emit."""
         assert self.keeper is not None
         for record in self.keeper.advance(row, tick):
-            self.view.apply(record)
+            self._apply(record)
 
     def start(self, speed: npt.NDArray[np.float64], score_dirty: dict[int, float]) -> None:
         """Each GPU's first record, in fleet order (so view rows are fleet rows); a scored
@@ -109,7 +197,7 @@ class PolicyView:
                 score_dirty[row] = self.keeper.settle_s
             else:
                 truth = self.spec.view == "truth"
-                self.publish(row, min(1.0, float(speed[row])) if truth else 1.0, 0.0)
+                self.publish(row, float(speed[row]) if truth else 1.0, 0.0)
 
     def shape(self, job: Job, throughputs: Throughputs) -> JobShape:
         """The request a launcher would send: models the job cannot run on (no measured
@@ -134,6 +222,13 @@ class PolicyView:
         return qualifying(masks, len(self.view))
 
     def choose(
-        self, shape: JobShape, allocated: Collection[str], now_ms: int
+        self, shape: JobShape, allocated: Collection[str], now_ms: int, job_type: str = ""
     ) -> Choice | NoPlacement:
-        return choose(self.view, shape, self.placement, allocated, now_ms)
+        """The scheduler's choice for ``shape``; a per-class policy chooses in the view of
+        ``job_type``'s class."""
+        if not self.class_views:
+            return choose(self.view, shape, self.placement, allocated, now_ms)
+        if self.dirty_classes:
+            self._refresh(now_ms)
+        view = self.class_views[job_class(job_type)]
+        return choose(view, shape, self.placement, allocated, now_ms)

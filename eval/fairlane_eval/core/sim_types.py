@@ -21,6 +21,10 @@ class SimConfig:
     score: ScoreConfig = field(default_factory=lambda: ScoreConfig(interval_s=60.0))
     stabilization_s: float = 120.0
     max_time_s: float = math.inf  # stop here even if jobs remain (they count as unfinished)
+    #: Every running gang's ranks report compute time per step this often (learning
+    #: policies only), each with lognormal noise of this sigma.
+    report_interval_s: float = 60.0
+    report_noise_sigma: float = 0.03
 
     @property
     def interval_s(self) -> float:
