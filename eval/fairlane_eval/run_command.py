@@ -27,7 +27,7 @@ from fairlane_eval.core.fleet_variability import (
     speeds_for_model,
 )
 from fairlane_eval.core.metrics import Summary
-from fairlane_eval.core.policies import ORACLE, ORACLES, POLICIES
+from fairlane_eval.core.policies import LEARNING_POLICIES, ORACLE, ORACLES, POLICIES
 from fairlane_eval.core.sim_types import SimConfig
 from fairlane_eval.core.throughputs import (
     SCALE_FROM_MODEL,
@@ -118,7 +118,13 @@ def add_run_parser(sub: argparse._SubParsersAction[Any]) -> None:
     run.add_argument(
         "--policies",
         default=",".join(p.name for p in POLICIES),
-        help=f"comma-separated; {ORACLE!r} is the best of {', '.join(ORACLES)} per seed",
+        help=f"comma-separated; {ORACLE!r} is the best of {', '.join(ORACLES)} per seed; "
+        f"also {', '.join(p.name for p in LEARNING_POLICIES)} (with --class-speeds)",
+    )
+    run.add_argument(
+        "--class-speeds",
+        action="store_true",
+        help="GPUs also get PAL Longhorn per-job-class speeds (docs/evaluation.md, issue 27)",
     )
     run.add_argument("--seeds", type=_positive_int, default=3, help="seeds 0..N-1 (default 3)")
     run.add_argument("--rate", type=_non_negative, default=1.0, help="fail-slow rate x default")
@@ -245,11 +251,11 @@ def _placeable(
 
 def _policies(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[str, ...], str | None]:
     """(policies to show, policies to run, baseline or None) from the options."""
-    known = {p.name for p in POLICIES}
+    known = {p.name for p in (*POLICIES, *LEARNING_POLICIES)}
     shown = tuple(dict.fromkeys(n.strip() for n in args.policies.split(",") if n.strip()))
     unknown = [n for n in shown if n not in known and n != ORACLE]
     if unknown or not shown:
-        names = ", ".join([*(p.name for p in POLICIES), ORACLE])
+        names = ", ".join([*(p.name for p in (*POLICIES, *LEARNING_POLICIES)), ORACLE])
         raise OptionError(f"--policies: unknown {', '.join(unknown) or '(none)'}; known: {names}")
     trials = tuple(
         dict.fromkeys(n for name in shown for n in (ORACLES if name == ORACLE else (name,)))
@@ -277,7 +283,9 @@ def _plan(args: argparse.Namespace, warn: Warn) -> _Plan:
     _warn_fills(throughputs, jobs, cluster, source, warn)
     name = args.jobs.name if args.jobs else args.trace
     faults = FaultModel(rate_scale=args.rate)
-    setup = Setup(name, tuple(jobs), cluster, throughputs, variability, faults, config)
+    setup = Setup(
+        name, tuple(jobs), cluster, throughputs, variability, faults, config, args.class_speeds
+    )
     return _Plan(setup, left_out, shown, trials, baseline)
 
 
