@@ -184,6 +184,13 @@ def test_an_idle_gpu_forgets_slowly() -> None:
     assert 0.8 < hour_later.speed < month_later.speed < 1.0  # back to the prior as they age
 
 
+def test_one_long_window_weighs_no_more_than_ten_job_minutes() -> None:
+    day = _report(_fleet(0.5))
+    day = ProgressReport(day.job_class, 24 * 3600.0, day.ranks)
+    learned = observe({}, day, MINUTE_MS, CONFIG)[("new", "cb")]
+    assert learned.stats.weight == pytest.approx(10.0)
+
+
 def test_invalid_configs_are_refused() -> None:
     with pytest.raises(ValueError, match="change_z_cap"):
         LearnerConfig(change_z_cap=1.0, change_drift=1.0)

@@ -79,10 +79,12 @@ class LearnerConfig:
     change_drift: float = 1.0  # ...less this allowance per report...
     change_alarm: float = 8.0  # ...and a change is called when the sum passes this
     max_log_ratio: float = math.log(4.0)  # a rank 4x off its peers is not a speed
+    max_window_s: float = 600.0  # one report weighs at most ten job-minutes a rank
     clock_exponent: float = 1.09  # PAL SGEMM: relative speed = 1.09 x SM-clock ratio
 
     def __post_init__(self) -> None:
-        for name in ("prior_sigma", "half_life_s", "noise_sigma", "noise_floor", "change_alarm"):
+        positive = ("prior_sigma", "half_life_s", "noise_sigma", "noise_floor", "change_alarm")
+        for name in (*positive, "max_window_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0")
         if self.change_z_cap <= self.change_drift:
@@ -249,7 +251,8 @@ def observe(
     known = [
         _log_estimate(states.get(key), priors.get(key[0], 0.0), now_ms, config) for key in keys
     ]
-    weight = max(report.window_s, 0.0) / 60.0
+    # A day-long window is one measurement, not 1,440: it must not drown the others.
+    weight = min(max(report.window_s, 0.0), config.max_window_s) / 60.0
     updated: dict[tuple[str, str], SpeedState] = {}
     if weight <= 0:
         return updated
