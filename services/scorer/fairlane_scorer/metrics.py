@@ -34,6 +34,7 @@ class ScorerMetrics:
     progress_accepted: Counter
     progress_rejected: Counter  # by reason
     progress_replayed: Counter
+    progress_learned: Counter
     speed_gpu_infos: Counter
     speeds_published: Counter
 
@@ -113,6 +114,11 @@ class ScorerMetrics:
             progress_replayed=c(
                 "fairlane_scorer_progress_replayed",
                 "progress reports the learner had learned already (redelivered)",
+                registry=r,
+            ),
+            progress_learned=c(
+                "fairlane_scorer_progress_learned",
+                "progress reports the learner took in (replayed ones included)",
                 registry=r,
             ),
             speed_gpu_infos=c(

@@ -228,6 +228,7 @@ class SpeedAgents:
             keys = [speed_key(r.uuid, joined.job_class) for r in joined.ranks]
             known = {key: rows[key] for key in keys if key in self.rows.data}
             result = learn(known, joined, infos, priors, self.learner)
+            self.metrics.progress_learned.inc()
             if result.replayed:
                 self.metrics.progress_replayed.inc()
             for key, row in result.rows.items():
