@@ -17,7 +17,7 @@ the worker stopped, a raw consumer reads the same progress records (no decoding)
 
 The placements go first and are waited for because a worker that reads a backlog of
 both topics may meet a record's progress before its placement and dead-letter it
-(``unknown_placement``): a known gap, docs/scoring.md.
+(``unknown_placement``): a known gap, docs/design-contract.md.
 
 The aim (issue 27): a 100k-GPU fleet reporting every 60 s on one worker, i.e. 1,667 rank
 reports a second (208 records/s of eight ranks).
