@@ -73,7 +73,7 @@ eval: setup ## the evaluation on public traces -> docs/evaluation-results.md + c
 eval-quick: setup ## a small smoke version of `make eval`, written under .local/eval
 	$(VENV)/bin/fairlane-eval report --quick --seeds 2 --out .local/eval
 
-bench: setup ## the scorer, extender and placement benchmarks, 3 runs each (~40 min; BENCHES="scorer place", RUNS=1)
+bench: setup ## the scorer, learner, extender and placement benchmarks, 3 runs each (~45 min; BENCHES="scorer place", RUNS=1)
 	scripts/bench.sh $(BENCHES)
 
 bench-eval: setup ## the evaluator's speed: 10,000 jobs on 1,000 GPUs (target < 5 min)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The benchmarks of docs/benchmarks.md, each run RUNS times, on servers of their own.
 #
-#   scripts/bench.sh [scorer|extender|place|floor ...]   (default: the first three; `make bench`)
+#   scripts/bench.sh [scorer|learner|extender|place|floor ...]
+#   (default: scorer, learner, extender, place; `make bench`)
 #
 # Starts a Kafka broker and a durable Postgres (fsync and synchronous commits on) on
 # ports of their own, below the kernel's ephemeral range, and stops them at the end.
@@ -25,7 +26,7 @@ BOOTSTRAP=127.0.0.1:$KAFKA_PORT
 DATABASE_URL=postgresql://postgres@127.0.0.1:$PG_PORT/fairlane
 export KAFKA_PORT PG_PORT
 BENCHES=("$@")
-[ ${#BENCHES[@]} -gt 0 ] || BENCHES=(scorer extender place)
+[ ${#BENCHES[@]} -gt 0 ] || BENCHES=(scorer learner extender place)
 mkdir -p "$OUT"
 
 stop_servers() {
@@ -81,6 +82,18 @@ bench_scorer() {
   done
 }
 
+# The speed learner (issue 27): progress records learned per second by one worker, on a
+# broker warmed by one small untimed run.
+bench_learner() {
+  local i
+  fresh_kafka
+  $PY -m bench.learner_throughput --bootstrap "$BOOTSTRAP" --placements 200 --windows 5 \
+    >>"$OUT/warm-up.log" 2>&1 || true
+  for i in $(seq "$RUNS"); do
+    logged learner $PY -m bench.learner_throughput --bootstrap "$BOOTSTRAP"
+  done
+}
+
 bench_extender() {
   local i
   for i in $(seq "$RUNS"); do
@@ -109,9 +122,9 @@ bench_floor() {
 
 for bench in "${BENCHES[@]}"; do
   case $bench in
-    scorer | extender | place | floor) "bench_$bench" ;;
+    scorer | learner | extender | place | floor) "bench_$bench" ;;
     *)
-      echo "bench.sh: unknown bench '$bench' (scorer, extender, place, floor)" >&2
+      echo "bench.sh: unknown bench '$bench' (scorer, learner, extender, place, floor)" >&2
       exit 2
       ;;
   esac
