@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import subprocess
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -217,20 +219,25 @@ async def retire_gpus(
     )
 
 
+R = TypeVar("R", GpuScore, GpuSpeed)
+
+
 @dataclass
-class SpeedsReader:
-    """Reads ``fairlane.gpu-speeds.v1`` from where it ended at ``start()``, keeping the
-    records of GPUs whose uuid starts with ``prefix``."""
+class TopicReader(Generic[R]):
+    """Reads a topic of ``record_type`` records from where it ended at ``start()``,
+    keeping those ``keep`` accepts (a test's own nodes or GPUs)."""
 
     bootstrap: str
-    prefix: str
-    records: list[GpuSpeed] = field(default_factory=list)
+    topic: str
+    record_type: type[R]
+    keep: Callable[[R, bytes | None], bool]
+    records: list[R] = field(default_factory=list)
     _consumer: AIOKafkaConsumer | None = None
 
     async def start(self) -> None:
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
         await consumer.start()
-        parts = [TopicPartition(GPU_SPEEDS, p) for p in range(STREAM_PARTITIONS)]
+        parts = [TopicPartition(self.topic, p) for p in range(STREAM_PARTITIONS)]
         consumer.assign(parts)
         for tp, offset in (await consumer.end_offsets(parts)).items():
             consumer.seek(tp, offset)
@@ -240,26 +247,24 @@ class SpeedsReader:
         if self._consumer is not None:
             await self._consumer.stop()
 
-    async def until(
-        self, done: Callable[[list[GpuSpeed]], bool], timeout_s: float = 60
-    ) -> list[GpuSpeed]:
+    async def until(self, done: Callable[[list[R]], bool], timeout_s: float = 60) -> list[R]:
         assert self._consumer is not None
         deadline = time.monotonic() + timeout_s
         while not done(self.records):
             if time.monotonic() > deadline:
-                raise AssertionError(f"speeds not complete after {timeout_s}s: {self.records}")
+                raise AssertionError(
+                    f"{self.topic}: not complete after {timeout_s}s: {self.records}"
+                )
             for messages in (await self._consumer.getmany(timeout_ms=500)).values():
                 for m in messages:
-                    speed = decode(GpuSpeed, m.value)
-                    assert m.key == f"{speed.uuid}/{speed.job_class}".encode()
-                    if speed.uuid.startswith(self.prefix):
-                        self.records.append(speed)
+                    record = decode(self.record_type, m.value)
+                    if self.keep(record, m.key):
+                        self.records.append(record)
         return self.records
 
 
 @contextlib.asynccontextmanager
-async def read_speeds(bootstrap: str, prefix: str) -> AsyncIterator[SpeedsReader]:
-    reader = SpeedsReader(bootstrap, prefix)
+async def _reading(reader: TopicReader[R]) -> AsyncIterator[TopicReader[R]]:
     await reader.start()
     try:
         yield reader
@@ -267,54 +272,26 @@ async def read_speeds(bootstrap: str, prefix: str) -> AsyncIterator[SpeedsReader
         await reader.stop()
 
 
-@dataclass
-class ScoresReader:
-    """Reads ``fairlane.gpu-scores.v1`` from where it ended at ``start()``, keeping the
-    records of nodes with ``prefix``."""
-
-    bootstrap: str
-    prefix: str
-    records: list[GpuScore] = field(default_factory=list)
-    _consumer: AIOKafkaConsumer | None = None
-
-    async def start(self) -> None:
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
-        await consumer.start()
-        parts = [TopicPartition(GPU_SCORES, p) for p in range(STREAM_PARTITIONS)]
-        consumer.assign(parts)
-        for tp, offset in (await consumer.end_offsets(parts)).items():
-            consumer.seek(tp, offset)
-        self._consumer = consumer
-
-    async def stop(self) -> None:
-        if self._consumer is not None:
-            await self._consumer.stop()
-
-    async def until(
-        self, done: Callable[[list[GpuScore]], bool], timeout_s: float = 60
-    ) -> list[GpuScore]:
-        assert self._consumer is not None
-        deadline = time.monotonic() + timeout_s
-        while not done(self.records):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"scores not complete after {timeout_s}s: {self.records}")
-            batches = await self._consumer.getmany(timeout_ms=500)
-            for messages in batches.values():
-                for m in messages:
-                    score = decode(GpuScore, m.value)
-                    if score.node.startswith(self.prefix):
-                        self.records.append(score)
-        return self.records
+def _own_speed(speed: GpuSpeed, key: bytes | None, prefix: str) -> bool:
+    assert key == f"{speed.uuid}/{speed.job_class}".encode()
+    return speed.uuid.startswith(prefix)
 
 
-@contextlib.asynccontextmanager
-async def read_scores(bootstrap: str, prefix: str) -> AsyncIterator[ScoresReader]:
-    reader = ScoresReader(bootstrap, prefix)
-    await reader.start()
-    try:
-        yield reader
-    finally:
-        await reader.stop()
+def read_speeds(
+    bootstrap: str, prefix: str
+) -> contextlib.AbstractAsyncContextManager[TopicReader[GpuSpeed]]:
+    """The learned speeds of GPUs whose uuid starts with ``prefix`` (each key checked)."""
+    keep = functools.partial(_own_speed, prefix=prefix)
+    return _reading(TopicReader(bootstrap, GPU_SPEEDS, GpuSpeed, keep))
+
+
+def read_scores(
+    bootstrap: str, prefix: str
+) -> contextlib.AbstractAsyncContextManager[TopicReader[GpuScore]]:
+    """The score records of nodes whose name starts with ``prefix``."""
+    return _reading(
+        TopicReader(bootstrap, GPU_SCORES, GpuScore, lambda score, _: score.node.startswith(prefix))
+    )
 
 
 async def eventually(check: Callable[[], bool], timeout_s: float = 60) -> None:
