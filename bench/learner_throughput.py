@@ -35,7 +35,14 @@ from pathlib import Path
 import httpx
 from aiokafka import AIOKafkaProducer, TopicPartition
 
-from bench.scorer_throughput import commit_at, cpu_s, end_offsets, metric, raw_read_s, scorer
+from bench.scorer_throughput import (
+    commit_at,
+    counter_rate,
+    end_offsets,
+    metric,
+    raw_read_s,
+    scorer,
+)
 from fairlane_events.codec import encode
 from fairlane_events.records import (
     GpuSlot,
@@ -105,26 +112,6 @@ async def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]
         await producer.stop()
 
 
-async def learned_rate(
-    url: str, pid: int, total: int, timeout_s: float = 900
-) -> tuple[float, float]:
-    """Reports/s between the first and the last learned report, and per CPU-second of the
-    worker over the same span."""
-    deadline = time.monotonic() + timeout_s
-    first: tuple[float, float, float] | None = None
-    while time.monotonic() < deadline:
-        n, now, cpu = metric(url, LEARNED), time.perf_counter(), cpu_s(pid)
-        if n > 0 and first is None:
-            first = (now, n, cpu)
-        if n >= total and first is not None:
-            done = n - first[1]
-            if done < total / 2:
-                raise SystemExit("too few records to time: raise --placements or --windows")
-            return done / max(now - first[0], 1e-9), done / max(cpu - first[2], 1e-9)
-        await asyncio.sleep(0.2)
-    raise TimeoutError(f"learned {metric(url, LEARNED)} of {total}")
-
-
 async def wait_for(url: str, name: str, count: int, timeout_s: float = 300) -> None:
     deadline = time.monotonic() + timeout_s
     while metric(url, name) < count:
@@ -161,7 +148,7 @@ async def run(args: argparse.Namespace) -> None:
         await produce(
             args.bootstrap, JOB_PROGRESS, [(r.placement_id.encode(), encode(r)) for r in reports]
         )
-        rate, per_cpu_s = await learned_rate(url, pid, len(reports))
+        rate, per_cpu_s = await counter_rate(url, pid, LEARNED, len(reports))
         rejected = rejected_total(url)
     progress_starts = {tp: o for tp, o in starts.items() if tp.topic == JOB_PROGRESS}
     raw_rate = len(reports) / await raw_read_s(args.bootstrap, progress_starts, len(reports))

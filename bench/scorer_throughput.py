@@ -176,13 +176,12 @@ def batch_totals(url: str) -> tuple[float, float]:
     return metric(url, f"{name}_sum"), metric(url, f"{name}_count")
 
 
-async def scored_rate(
-    url: str, pid: int, total: int, timeout_s: float = 900
+async def counter_rate(
+    url: str, pid: int, name: str, total: int, timeout_s: float = 900
 ) -> tuple[float, float]:
-    """GPU-samples/s between the first and the last scored sample, and per CPU-second
-    of the scorer process over the same span (what a shared machine's other load
-    changes least)."""
-    name = "fairlane_scorer_gpu_samples_scored_total"
+    """Counter ``name``'s increase per second between its first non-zero reading and
+    ``total``, and per CPU-second of process ``pid`` over the same span (what a shared
+    machine's other load changes least)."""
     deadline = time.monotonic() + timeout_s
     first: tuple[float, float, float] | None = None
     while time.monotonic() < deadline:
@@ -191,9 +190,11 @@ async def scored_rate(
             first = (now, n, cpu)
         if n >= total and first is not None:
             done = n - first[1]
+            if done <= 0:  # all of it between two readings: nothing to time
+                raise SystemExit(f"{name}: too few to time; give the bench more records")
             return done / max(now - first[0], 1e-9), done / max(cpu - first[2], 1e-9)
         await asyncio.sleep(0.2)
-    raise TimeoutError(f"scored {metric(url, name)} of {total}")
+    raise TimeoutError(f"{name}: {metric(url, name)} of {total}")
 
 
 def print_profile(path: Path) -> None:
@@ -230,7 +231,8 @@ async def run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         profile = Path(tmp) / "scorer.prof" if args.profile else None
         with scorer(args.bootstrap, app_id, args.port, Path(tmp), profile) as (url, pid):
-            rate, per_cpu_s = await scored_rate(url, pid, gpu_samples)
+            scored = "fairlane_scorer_gpu_samples_scored_total"
+            rate, per_cpu_s = await counter_rate(url, pid, scored, gpu_samples)
             backlog = batch_totals(url)
             if args.latency_of_max is not None:
                 args.latency_rate = round(args.latency_of_max * rate / args.gpus)
