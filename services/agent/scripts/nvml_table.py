@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+import statistics
 import time
 from collections import Counter
 
@@ -31,14 +32,19 @@ def main() -> None:
     errors: Counter[str] = Counter()
     collector = NvmlCollector(pynvml, socket.gethostname(), on_error=lambda k: errors.update([k]))
     records = []
+    round_s = []
     try:
         for _ in range(args.rounds):
+            started = time.perf_counter()
             records += collector.sample(int(time.time() * 1000))
+            round_s.append(time.perf_counter() - started)
             time.sleep(1)
     finally:
         collector.close()
     last = records[-1]
-    print(f"driver {last.driver_version}, {len(last.gpus)} GPU(s), NVML errors: {dict(errors)}\n")
+    print(f"driver {last.driver_version}, {len(last.gpus)} GPU(s), NVML errors: {dict(errors)}")
+    median_ms = 1000 * statistics.median(round_s)
+    print(f"one round read in {median_ms:.0f} ms (median of {len(round_s)})\n")
     print("| GPU | model | " + " | ".join(METRICS) + " |")
     print("|---|---|" + "---|" * len(METRICS))
     for gpu in last.gpus:
