@@ -5,8 +5,8 @@ import pytest
 
 from fairlane_events.codec import DecodeError, decode, encode
 from fairlane_events.dead_letter import MAX_DEAD_LETTER_VALUE_BYTES, dead_letter_for
-from fairlane_events.records import NodeSample, Record
-from tests.factories import GIB, gpu_score, node_sample
+from fairlane_events.records import NodeSample, PlacementEvent, Record, SlowGpu
+from tests.factories import GIB, gpu_score, node_sample, single_gpu_placement
 
 
 def test_node_sample_round_trips_with_wire_names() -> None:
@@ -92,3 +92,20 @@ def test_dead_letter_keeps_origin_and_truncates_huge_values() -> None:
     assert (letter.source_topic, letter.partition, letter.offset) == ("t", 3, 42)
     assert letter.truncated
     assert letter.value_size == len(value)
+
+
+def test_a_degraded_event_names_its_slow_gpus_and_no_other_event_does() -> None:
+    created = single_gpu_placement("n1", "GPU-a", "created", 1_700_000_000_000)
+    slow = SlowGpu(uuid="GPU-a", node="n1", speed=0.46, source="learned")
+    degraded = {**created.model_dump(by_alias=True), "event": "degraded"}
+    assert decode(
+        PlacementEvent,
+        encode(PlacementEvent.model_validate({**degraded, "slow_gpus": [slow.model_dump()]})),
+    ).slow_gpus == [slow]
+    with pytest.raises(DecodeError, match="slow_gpus"):
+        decode(PlacementEvent, orjson.dumps(degraded))
+    with pytest.raises(DecodeError, match="slow_gpus"):
+        decode(
+            PlacementEvent,
+            orjson.dumps({**created.model_dump(by_alias=True), "slow_gpus": [slow.model_dump()]}),
+        )

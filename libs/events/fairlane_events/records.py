@@ -40,6 +40,7 @@ __all__ = [
     "PlacementEvent",
     "RankProgress",
     "Record",
+    "SlowGpu",
 ]
 
 #: The largest integer any record carries (a signed 64-bit integer).
@@ -179,19 +180,44 @@ class NodeAssignment(Record):
     world_size: Annotated[StrictInt, Field(ge=1, le=2**16), AS_INT]
 
 
+class SlowGpu(Record):
+    """One GPU of a running placement found slow, and by what."""
+
+    uuid: GpuUuid
+    node: NodeName
+    speed: Speed = Field(
+        description="learned: the GPU's speed under the job's class (1 = its model's typical "
+        "GPU); score: its capacity score"
+    )
+    source: Literal["learned", "score"]
+
+
 class PlacementEvent(Record):
-    """``fairlane.placements.v1``, key = placement id: one lifecycle change."""
+    """``fairlane.placements.v1``, key = placement id: one lifecycle change.
+
+    ``degraded`` changes nothing of the allocation: it tells the job's launcher which of its
+    GPUs run slow (``slow_gpus``), so that it can checkpoint and move.
+    """
 
     schema_: Literal["placement/1"] = Field("placement/1", alias="schema")
     placement_id: str
     job_id: str
     namespace: str
-    event: Literal["created", "pending", "released", "expired", "failed"]
+    event: Literal["created", "pending", "released", "expired", "failed", "degraded"]
     ts_ms: EpochMs
     nodes: list[NodeAssignment]
     reason: str | None = None
+    slow_gpus: list[SlowGpu] | None = Field(
+        None, description="degraded only: the placement's GPUs found slow"
+    )
 
     model_config = ConfigDict(populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _slow_gpus_with_degraded(self) -> PlacementEvent:
+        if (self.event == "degraded") != bool(self.slow_gpus):
+            raise ValueError("slow_gpus: required (non-empty) on degraded events, else absent")
+        return self
 
 
 class DeadLetter(Record):
