@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import TopicAuthorizationFailedError
 
 from fairlane_agent.publisher import SamplePublisher
-from fairlane_events.topics import GPU_SCORES, GPU_SPEEDS, NODE_SAMPLES, PLACEMENTS
+from fairlane_events.topics import GPU_SCORES, GPU_SPEEDS, JOB_PROGRESS, NODE_SAMPLES, PLACEMENTS
 from fairlane_runtime.errors import KafkaSecurityError
 from fairlane_runtime.kafka import ensure_topics
 from fairlane_runtime.kafka_security import KafkaSecurity
@@ -62,7 +62,11 @@ async def test_each_principal_does_what_its_acls_allow_and_nothing_else(
     await _send(kafka, "fairlane-scheduler", PLACEMENTS)
     await _send(kafka, "fairlane-scorer", GPU_SCORES)
     await _send(kafka, "fairlane-scorer", GPU_SPEEDS)  # the learner's output
+    await _send(kafka, "fairlane-launcher", JOB_PROGRESS)  # what a job reports
     for user, topic in [
+        ("fairlane-launcher", GPU_SPEEDS),  # a job cannot forge what was learned
+        ("fairlane-launcher", PLACEMENTS),  # ...nor placements
+        ("fairlane-agent", JOB_PROGRESS),
         ("fairlane-agent", GPU_SCORES),  # an agent cannot forge scores
         ("fairlane-agent", GPU_SPEEDS),  # ...nor learned speeds
         ("fairlane-scheduler", NODE_SAMPLES),
