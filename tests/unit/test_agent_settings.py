@@ -5,9 +5,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import orjson
 import pytest
 
+from fairlane_agent.metrics import AgentMetrics
 from fairlane_agent.settings import AgentSettings
+from fairlane_agent.sources import open_source
+from fairlane_sim.fleet import FleetSimulator
 from fairlane_sim.scenario import ScenarioError
 
 
@@ -68,3 +72,18 @@ def test_dcgm_urls_come_from_repeated_flags_or_a_comma_separated_variable(
 def test_dcgm_settings_are_checked(flags: list[str], problem: str) -> None:
     with pytest.raises(ValueError, match=re.escape(problem)):
         settings("--backend", "dcgm", *flags)
+
+
+def test_a_simulated_fleet_with_slow_gpus_writes_their_hidden_speeds(tmp_path: Path) -> None:
+    path = tmp_path / "run" / "hidden-speeds.json"
+    chosen = settings(
+        "--backend", "sim", "--nodes", "2", "--slow-fraction", "0.25", "--slow-speed", "0.4",
+        "--slow-classes", '["resnet50"]', "--hidden-speeds-file", str(path),
+    )  # fmt: skip
+    nvml_never_loaded = lambda: pytest.fail("sim never loads NVML")  # noqa: E731
+    with open_source(chosen, nvml_never_loaded, AgentMetrics.create()) as source:
+        assert isinstance(source, FleetSimulator)
+        assert orjson.loads(path.read_bytes()) == source.hidden_speeds()
+        assert len(source.slow) == 4
+        slow = next(iter(source.slow))
+        assert source.job_speed(slow, "resnet50") < 0.5 < source.job_speed(slow, "bert")

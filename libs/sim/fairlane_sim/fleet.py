@@ -13,6 +13,13 @@ effect at the next sample, as a "job" event that warms the GPU and cools after t
 ``degraded_fraction`` of the GPUs are thermally degraded from the start (a permanent
 thermal event with no ramp): hot, clock held down with the thermal reason bits set,
 which is what the score must catch.
+
+``slow_fraction`` of the GPUs are slow but unthrottled: under the job classes in
+``slow_classes`` they run at ``slow_speed``, and nothing in their samples shows it (the
+persistent, application-specific slowness NVML cannot see, issue 27). Only jobs running
+on them notice (:meth:`FleetSimulator.job_speed`), which is what the speed learner must
+catch. They are drawn from a random stream of their own, so a fleet without them is the
+same fleet as before.
 """
 
 from __future__ import annotations
@@ -30,13 +37,19 @@ from fairlane_sim.physics import DRAWS_PER_SAMPLE, read_gpu
 from fairlane_sim.scenario import Scenario, ScenarioEvent
 from fairlane_sim.variability import sample_speeds
 
-__all__ = ["DEGRADED", "JOB_RAMP_S", "FleetSimulator", "FleetSpec", "SimGpu"]
+__all__ = ["ANY_CLASS", "DEGRADED", "JOB_RAMP_S", "FleetSimulator", "FleetSpec", "SimGpu"]
 
 #: The permanent episode of a degraded GPU: hardware thermal slowdown halves the clock.
 DEGRADED = ScenarioEvent(kind="thermal", ramp_s=0.0, clock_factor=0.5)
 
 #: How long a GPU takes to warm up under a job, and to cool after it.
 JOB_RAMP_S = 120.0
+
+#: The key of :meth:`FleetSimulator.hidden_speeds` for every class not named in it.
+ANY_CLASS = "*"
+
+#: The seed stream of the slow-but-unthrottled GPUs (apart from the fleet's own).
+_SLOW_STREAM = 27
 
 
 @dataclass(frozen=True)
@@ -47,6 +60,9 @@ class FleetSpec:
     degraded_fraction: float = 0.05
     seed: int = 0
     node_prefix: str = "sim-node"
+    slow_fraction: float = 0.0
+    slow_speed: float = 0.5
+    slow_classes: tuple[str, ...] = ("compute-bound",)
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or not 1 <= self.gpus_per_node <= 64:
@@ -56,6 +72,10 @@ class FleetSpec:
             raise ValueError(f"models must be catalogue keys, unknown: {unknown}")
         if not 0 <= self.degraded_fraction <= 1:
             raise ValueError("degraded_fraction must be in [0, 1]")
+        if not 0 <= self.slow_fraction <= 1 or not 0 < self.slow_speed <= 1:
+            raise ValueError("need 0 <= slow_fraction <= 1 and 0 < slow_speed <= 1")
+        if ANY_CLASS in self.slow_classes:
+            raise ValueError(f"{ANY_CLASS!r} is not a job class")
 
 
 @dataclass(frozen=True)
@@ -85,6 +105,13 @@ class FleetSimulator:
                 for i in range(spec.gpus_per_node)
             ]
         every = [g for gpus in self.gpus.values() for g in gpus]
+        slow_rng = np.random.default_rng([spec.seed, _SLOW_STREAM])
+        slow_count = round(spec.slow_fraction * len(every))
+        #: The slow-but-unthrottled GPUs (hidden from their samples), by uuid.
+        self.slow = frozenset(
+            str(u) for u in slow_rng.choice([g.uuid for g in every], slow_count, replace=False)
+        )
+        self._by_uuid = {g.uuid: g for g in every}
         self._touched: list[tuple[ScenarioEvent, frozenset[str]]] = [
             (DEGRADED, frozenset(g.uuid for g in every if g.degraded))
         ]
@@ -128,6 +155,22 @@ class FleetSimulator:
         """The scenario's events touching GPU ``uuid`` (its degraded episode included, the
         jobs placed on it not), in scenario order."""
         return [e for e, touched in self._touched if e.kind != "job" and uuid in touched]
+
+    def job_speed(self, uuid: str, job_class: str) -> float:
+        """How fast a job of ``job_class`` runs on GPU ``uuid`` against its model's median
+        GPU, as far as no sample shows it: PAL's spread, times ``slow_speed`` on a slow GPU
+        under one of ``slow_classes``."""
+        gpu = self._by_uuid[uuid]
+        slow = uuid in self.slow and job_class in self.spec.slow_classes
+        return gpu.base_speed * (self.spec.slow_speed if slow else 1.0)
+
+    def hidden_speeds(self) -> dict[str, dict[str, float]]:
+        """:meth:`job_speed` of every GPU: ``{job class: {uuid: speed}}``, one entry per slow
+        class and :data:`ANY_CLASS` for the others (what simulated jobs read)."""
+        return {
+            job_class: {uuid: self.job_speed(uuid, job_class) for uuid in self._by_uuid}
+            for job_class in (*self.spec.slow_classes, ANY_CLASS)
+        }
 
     def start_job(self, job_id: str, uuids: Iterable[str], ts_ms: int) -> None:
         """A job runs on ``uuids`` from ``ts_ms`` (GPUs of other fleets are ignored)."""

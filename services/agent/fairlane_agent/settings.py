@@ -41,6 +41,16 @@ class AgentSettings(ServiceSettings):
         description="simulator scenario: a TOML file, or a shipped one "
         "(calm, hot-aisle, noisy-tenant, failing-gpu)",
     )
+    slow_fraction: float = Field(
+        0.0, ge=0, le=1, description="simulated GPUs slow under --slow-classes, unseen by NVML"
+    )
+    slow_speed: float = Field(0.5, gt=0, le=1, description="their speed under those classes")
+    slow_classes: list[str] = Field(["compute-bound"], description="job classes they are slow at")
+    hidden_speeds_file: Path | None = Field(
+        None,
+        description="write each simulated GPU's hidden speed per job class here (JSON), "
+        "for simulated jobs to run at",
+    )
     sim_follows_placements: bool = Field(
         True, description="simulated GPUs carry the jobs placed on them (placements topic)"
     )
@@ -116,6 +126,9 @@ class AgentSettings(ServiceSettings):
             degraded_fraction=float(values["degraded_fraction"]),
             seed=self.seed,
             node_prefix=self.node_prefix,
+            slow_fraction=self.slow_fraction,
+            slow_speed=self.slow_speed,
+            slow_classes=tuple(self.slow_classes),
         )
 
     def backlog_limits(self) -> BacklogLimits:

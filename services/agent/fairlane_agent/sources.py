@@ -12,7 +12,10 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Protocol
+
+import orjson
 
 from fairlane_agent.dcgm import DcgmSource
 from fairlane_agent.errors import NvmlUnavailableError
@@ -66,4 +69,16 @@ def open_source(
             return
     scenario = settings.load_scenario()
     log.info("simulated fleet, scenario %r", scenario.name)
-    yield FleetSimulator(settings.fleet_spec(scenario), scenario)
+    fleet = FleetSimulator(settings.fleet_spec(scenario), scenario)
+    if settings.hidden_speeds_file is not None:
+        write_hidden_speeds(fleet, settings.hidden_speeds_file)
+    yield fleet
+
+
+def write_hidden_speeds(fleet: FleetSimulator, path: Path) -> None:
+    """The fleet's hidden speeds per job class, as JSON, replaced whole (never half-written)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_bytes(orjson.dumps(fleet.hidden_speeds(), option=orjson.OPT_INDENT_2))
+    partial.replace(path)
+    log.info("%d slow-but-unthrottled GPUs; hidden speeds in %s", len(fleet.slow), path)
