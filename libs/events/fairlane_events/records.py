@@ -185,9 +185,9 @@ class SlowGpu(Record):
 
     uuid: GpuUuid
     node: NodeName
-    speed: Speed = Field(
+    speed: Annotated[Float, Field(ge=0, le=1000)] = Field(
         description="learned: the GPU's speed under the job's class (1 = its model's typical "
-        "GPU); score: its capacity score"
+        "GPU); score: its capacity score (0 when its health gate is shut)"
     )
     source: Literal["learned", "score"]
 
