@@ -17,6 +17,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from fairlane_events.codec import decode, encode
 from fairlane_events.records import (
+    DeadLetter,
     GpuScore,
     GpuSlot,
     GpuSpeed,
@@ -27,6 +28,7 @@ from fairlane_events.records import (
     RankProgress,
 )
 from fairlane_events.topics import (
+    DEAD_LETTER,
     GPU_SCORES,
     GPU_SPEEDS,
     JOB_PROGRESS,
@@ -141,6 +143,29 @@ async def produce_progress(bootstrap: str, records: Sequence[JobProgress]) -> li
         await producer.stop()
 
 
+async def dead_letters_from(
+    bootstrap: str, topic: str, origins: set[tuple[int, int]], timeout_s: float = 30
+) -> list[DeadLetter]:
+    """The dead letters of records of ``topic`` at these (partition, offset) origins,
+    read from the dead-letter topic's start until all are found or ``timeout_s``."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    found: list[DeadLetter] = []
+    try:
+        consumer.assign([TopicPartition(DEAD_LETTER, 0)])
+        await consumer.seek_to_beginning()
+        deadline = time.monotonic() + timeout_s
+        while len(found) < len(origins) and time.monotonic() < deadline:
+            for messages in (await consumer.getmany(timeout_ms=500)).values():
+                for m in messages:
+                    d = decode(DeadLetter, m.value)
+                    if d.source_topic == topic and (d.partition, d.offset) in origins:
+                        found.append(d)
+    finally:
+        await consumer.stop()
+    return found
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -186,22 +211,55 @@ def job_progress(
     )
 
 
+def node_sample(node: str, uuids: Sequence[str], model: str) -> NodeSample:
+    """One healthy, idle sample of the node's GPUs (indices 0..), now."""
+    gpus = [gpu_sample(uuid=u, index=i, model=model) for i, u in enumerate(uuids)]
+    return NodeSample(node=node, ts_ms=now_ms(), source="sim", gpus=gpus)
+
+
+async def score_gpus(
+    scorer: Scorer, bootstrap: str, node: str, uuids: Sequence[str], model: str
+) -> None:
+    """Score the node's GPUs once; return when the speed learner has heard their model."""
+    infos = scorer.metric("fairlane_scorer_speed_gpu_infos_total")
+    await produce_samples(bootstrap, [node_sample(node, uuids, model)])
+    await eventually(
+        lambda: scorer.metric("fairlane_scorer_speed_gpu_infos_total") >= infos + len(uuids)
+    )
+
+
+async def place(scorer: Scorer, bootstrap: str, pid: str, node: str, uuids: Sequence[str]) -> None:
+    """Place a job on the node's GPUs; return when the scorer has applied it."""
+    applied = scorer.metric("fairlane_scorer_placement_events_total")
+    await produce_placement(bootstrap, gang_placement(pid, node, uuids))
+    await eventually(lambda: scorer.metric("fairlane_scorer_placement_events_total") > applied)
+
+
 async def score_then_place(
     scorer: Scorer, bootstrap: str, node: str, uuids: Sequence[str], pid: str, model: str
 ) -> None:
     """Score the node's GPUs once (the speed learner hears their model), then place a
     job on them; return when the scorer has both."""
-    infos = scorer.metric("fairlane_scorer_speed_gpu_infos_total")
-    gpus = [gpu_sample(uuid=u, index=i, model=model) for i, u in enumerate(uuids)]
-    await produce_samples(
-        bootstrap, [NodeSample(node=node, ts_ms=now_ms(), source="sim", gpus=gpus)]
-    )
-    await eventually(
-        lambda: scorer.metric("fairlane_scorer_speed_gpu_infos_total") >= infos + len(uuids)
-    )
-    applied = scorer.metric("fairlane_scorer_placement_events_total")
-    await produce_placement(bootstrap, gang_placement(pid, node, uuids))
-    await eventually(lambda: scorer.metric("fairlane_scorer_placement_events_total") > applied)
+    await score_gpus(scorer, bootstrap, node, uuids, model)
+    await place(scorer, bootstrap, pid, node, uuids)
+
+
+async def place_fresh_gpus(
+    scorer: Scorer,
+    bootstrap: str,
+    node: str,
+    model: str,
+    retired: list[tuple[str, list[str]]],
+    count: int = 2,
+) -> tuple[str, list[str]]:
+    """``count`` new GPUs of ``node`` (``<node>-g<i>``), scored and wholly placed as
+    ``p-<node>`` (:func:`score_then_place`), to be retired by the caller (``retired``):
+    the placement id and the uuids."""
+    uuids = [f"{node}-g{i}" for i in range(count)]
+    retired.append((node, uuids))
+    pid = f"p-{node}"
+    await score_then_place(scorer, bootstrap, node, uuids, pid, model)
+    return pid, uuids
 
 
 async def retire_gpus(

@@ -1,5 +1,7 @@
 """The speed learner against real Kafka: jobs' progress records in, learned speeds out on
-the compacted topic; a rank on a GPU its placement does not hold is dead-lettered."""
+the compacted topic; a record read before its placement waits for it; a rank on a GPU
+its placement does not hold is dead-lettered, and so is a record whose placement never
+comes within the hold."""
 
 from __future__ import annotations
 
@@ -7,23 +9,25 @@ import time
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 
-from fairlane_events.codec import decode
-from fairlane_events.records import DeadLetter, GpuSpeed
-from fairlane_events.topics import DEAD_LETTER, JOB_PROGRESS
+from fairlane_events.records import GpuSpeed, JobProgress
+from fairlane_events.topics import JOB_PROGRESS
 from tests.scorer_harness import (
     Scorer,
+    dead_letters_from,
     eventually,
     gang_placement,
     job_progress,
     now_ms,
+    place,
+    place_fresh_gpus,
     produce_placement,
     produce_progress,
     read_speeds,
     retire_gpus,
     run_scorer,
-    score_then_place,
+    score_gpus,
 )
 
 pytestmark = pytest.mark.integration
@@ -31,8 +35,16 @@ pytestmark = pytest.mark.integration
 MODEL = "NVIDIA H100 80GB HBM3"
 CLASS = "compute-bound"
 WINDOW_MS = 60_000
+#: A record waits 10 minutes (event time) for its placement: longer than the reports of
+#: these tests run ahead of the wall clock (six windows), or one test's reports would
+#: expire another's held records in their partition.
+HOLD_MS = 600_000
 #: Every speed that moves is published; the heartbeat scans every second.
-SPEED_ENV = {"FAIRLANE_SPEED_EPSILON": "0", "FAIRLANE_SPEED_CHECK_S": "1"}
+SPEED_ENV = {
+    "FAIRLANE_SPEED_EPSILON": "0",
+    "FAIRLANE_SPEED_CHECK_S": "1",
+    "FAIRLANE_PROGRESS_HOLD_S": str(HOLD_MS // 1000),
+}
 
 
 @pytest.fixture(scope="module")
@@ -51,55 +63,62 @@ async def gpus_retired(kafka_bootstrap: str) -> AsyncIterator[list[tuple[str, li
     await retire_gpus(kafka_bootstrap, nodes, MODEL)
 
 
-def _latest(records: list[GpuSpeed]) -> dict[str, GpuSpeed]:
-    return {r.uuid: r for r in records}
+def _slow_fourth(pid: str, uuids: list[str]) -> list[JobProgress]:
+    """Six minutes of a job on four GPUs whose fourth runs at 0.3 / 0.5 = 0.6x."""
+    times = {u: (0.5 if u == uuids[3] else 0.3) for u in uuids}
+    t0 = now_ms()
+    return [job_progress(pid, t0 + i * WINDOW_MS, times) for i in range(6)]
+
+
+def _assert_slow_fourth(records: list[GpuSpeed], node: str, uuids: list[str]) -> None:
+    latest = {r.uuid: r for r in records}
+    slow = latest[uuids[3]]
+    assert set(latest) == set(uuids)
+    assert slow.speed == pytest.approx(0.6, abs=0.03)
+    assert slow.low < slow.speed < slow.high
+    for uuid in uuids[:3]:
+        assert latest[uuid].speed == pytest.approx(1.0, abs=0.03)
+    assert {(s.node, s.model, s.job_class) for s in latest.values()} == {(node, MODEL, CLASS)}
 
 
 async def test_a_gpu_running_at_six_tenths_is_published_near_six_tenths(
     scorer: Scorer, kafka_bootstrap: str, unique: str, gpus_retired: list[tuple[str, list[str]]]
 ) -> None:
     node = f"speeds-{unique}"
-    uuids = [f"{node}-g{i}" for i in range(4)]
-    gpus_retired.append((node, uuids))
-    slow = uuids[3]
-    await score_then_place(scorer, kafka_bootstrap, node, uuids, f"p-{unique}", MODEL)
+    pid, uuids = await place_fresh_gpus(scorer, kafka_bootstrap, node, MODEL, gpus_retired, 4)
     accepted = scorer.metric("fairlane_scorer_progress_accepted_total")
-    t0 = now_ms()
-    times = {u: (0.5 if u == slow else 0.3) for u in uuids}  # the slow GPU: 0.3 / 0.5 = 0.6x
-    reports = [job_progress(f"p-{unique}", t0 + i * WINDOW_MS, times) for i in range(6)]
+    reports = _slow_fourth(pid, uuids)
     async with read_speeds(kafka_bootstrap, node) as reader:
         await produce_progress(kafka_bootstrap, reports)
         records = await reader.until(
-            lambda r: any(s.uuid == slow and s.reports == len(reports) for s in r)
+            lambda r: any(s.uuid == uuids[3] and s.reports == len(reports) for s in r)
         )
-    latest = _latest(records)
-    assert set(latest) == set(uuids)
-    assert latest[slow].speed == pytest.approx(0.6, abs=0.03)
-    assert latest[slow].low < latest[slow].speed < latest[slow].high
-    for uuid in uuids[:3]:
-        assert latest[uuid].speed == pytest.approx(1.0, abs=0.03)
-    assert {(s.node, s.model, s.job_class) for s in latest.values()} == {(node, MODEL, CLASS)}
+    _assert_slow_fourth(records, node, uuids)
     assert scorer.metric("fairlane_scorer_progress_accepted_total") - accepted == len(reports)
     assert scorer.metric("fairlane_scorer_speeds_published_total") >= len(uuids)
 
 
-async def _dead_letters_from(bootstrap: str, origins: set[tuple[int, int]]) -> list[DeadLetter]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    found: list[DeadLetter] = []
-    try:
-        consumer.assign([TopicPartition(DEAD_LETTER, 0)])
-        await consumer.seek_to_beginning()
-        deadline = time.monotonic() + 30
-        while len(found) < len(origins) and time.monotonic() < deadline:
-            for messages in (await consumer.getmany(timeout_ms=500)).values():
-                for m in messages:
-                    d = decode(DeadLetter, m.value)
-                    if d.source_topic == JOB_PROGRESS and (d.partition, d.offset) in origins:
-                        found.append(d)
-    finally:
-        await consumer.stop()
-    return found
+async def test_progress_read_before_its_placement_waits_for_it_and_is_learned(
+    scorer: Scorer, kafka_bootstrap: str, unique: str, gpus_retired: list[tuple[str, list[str]]]
+) -> None:
+    node = f"early-{unique}"
+    uuids = [f"{node}-g{i}" for i in range(4)]
+    gpus_retired.append((node, uuids))
+    pid = f"p-{node}"
+    await score_gpus(scorer, kafka_bootstrap, node, uuids, MODEL)
+    held = scorer.metric("fairlane_scorer_progress_held_total")
+    reports = _slow_fourth(pid, uuids)
+    async with read_speeds(kafka_bootstrap, node) as reader:
+        origins = await produce_progress(kafka_bootstrap, reports)
+        await eventually(
+            lambda: scorer.metric("fairlane_scorer_progress_held_total") >= held + len(reports)
+        )
+        await place(scorer, kafka_bootstrap, pid, node, uuids)
+        records = await reader.until(
+            lambda r: any(s.uuid == uuids[3] and s.reports == len(reports) for s in r)
+        )
+    _assert_slow_fourth(records, node, uuids)
+    assert await dead_letters_from(kafka_bootstrap, JOB_PROGRESS, set(origins), 3) == []
 
 
 def _rejected(scorer: Scorer, reason: str) -> float:
@@ -110,15 +129,15 @@ async def test_progress_naming_a_gpu_outside_its_placement_is_dead_lettered(
     scorer: Scorer, kafka_bootstrap: str, unique: str, gpus_retired: list[tuple[str, list[str]]]
 ) -> None:
     node = f"foreign-{unique}"
-    uuids = [f"{node}-g{i}" for i in range(2)]
-    gpus_retired.append((node, uuids))
-    pid = f"p-{unique}"
-    await score_then_place(scorer, kafka_bootstrap, node, uuids, pid, MODEL)
+    pid, uuids = await place_fresh_gpus(scorer, kafka_bootstrap, node, MODEL, gpus_retired)
     before = {r: _rejected(scorer, r) for r in ("foreign_gpu", "unknown_placement", "invalid")}
     ts = now_ms()
     foreign = job_progress(pid, ts, {uuids[0]: 0.3, f"{node}-elsewhere": 0.3})
     unknown = job_progress(f"p-nobody-{unique}", ts, dict.fromkeys(uuids, 0.3))
-    origins = await produce_progress(kafka_bootstrap, [foreign, unknown])
+    # the same placement's next report, read after the first one's hold expired
+    later = job_progress(unknown.placement_id, ts + HOLD_MS + 1000, dict.fromkeys(uuids, 0.3))
+    origins = await produce_progress(kafka_bootstrap, [foreign, unknown, later])
+    still_held = origins.pop()
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
     await producer.start()
     try:
@@ -126,10 +145,9 @@ async def test_progress_naming_a_gpu_outside_its_placement_is_dead_lettered(
         origins.append((meta.partition, meta.offset))
     finally:
         await producer.stop()
-    letters = {
-        (d.partition, d.offset): d for d in await _dead_letters_from(kafka_bootstrap, set(origins))
-    }
-    assert set(letters) == set(origins)
+    found = await dead_letters_from(kafka_bootstrap, JOB_PROGRESS, {*origins, still_held}, 10)
+    letters = {(d.partition, d.offset): d for d in found}
+    assert len(found) == len(letters) == len(origins)  # each once, the later one held
     assert letters[origins[0]].error.startswith("foreign_gpu:")
     assert f"'{node}-elsewhere'" in letters[origins[0]].error
     assert letters[origins[1]].error.startswith("unknown_placement:")
@@ -143,15 +161,12 @@ async def test_a_released_placement_takes_its_gpus_with_it(
     scorer: Scorer, kafka_bootstrap: str, unique: str, gpus_retired: list[tuple[str, list[str]]]
 ) -> None:
     node = f"released-{unique}"
-    uuids = [f"{node}-g{i}" for i in range(2)]
-    gpus_retired.append((node, uuids))
-    pid = f"p-{unique}"
-    await score_then_place(scorer, kafka_bootstrap, node, uuids, pid, MODEL)
+    pid, uuids = await place_fresh_gpus(scorer, kafka_bootstrap, node, MODEL, gpus_retired)
     applied = scorer.metric("fairlane_scorer_placement_events_total")
     await produce_placement(kafka_bootstrap, gang_placement(pid, node, uuids, "released"))
     await eventually(lambda: scorer.metric("fairlane_scorer_placement_events_total") > applied)
     before = _rejected(scorer, "unknown_placement")
-    await produce_progress(
-        kafka_bootstrap, [job_progress(pid, now_ms(), dict.fromkeys(uuids, 0.3))]
-    )
+    ts, times = now_ms(), dict.fromkeys(uuids, 0.3)
+    late = [job_progress(pid, ts, times), job_progress(pid, ts + HOLD_MS + 1000, times)]
+    await produce_progress(kafka_bootstrap, late)  # the first is held, then expires
     await eventually(lambda: _rejected(scorer, "unknown_placement") > before)

@@ -1,5 +1,7 @@
 """Learned speeds survive kill -9: the learner's state is in its changelogged tables, and
-the reports read again after the restart are not learned twice.
+the reports read again after the restart are not learned twice; progress records held
+for their placement survive it too. A new consumer group that reads a backlog of both
+topics learns from records produced before their placement.
 
 Its own module: no other scorer may run meanwhile (every scorer learns from the shared
 progress topic and publishes on the shared speeds topic)."""
@@ -7,18 +9,27 @@ progress topic and publishes on the shared speeds topic)."""
 from __future__ import annotations
 
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
+from fairlane_events.records import GpuSpeed, JobProgress
+from fairlane_events.topics import JOB_PROGRESS
 from tests.scorer_harness import (
+    dead_letters_from,
+    eventually,
+    gang_placement,
     job_progress,
+    node_sample,
     now_ms,
+    produce_placement,
     produce_progress,
+    produce_samples,
     read_speeds,
     retire_gpus,
     run_scorer,
+    score_gpus,
     score_then_place,
 )
 
@@ -35,32 +46,76 @@ async def gpus_retired(kafka_bootstrap: str) -> AsyncIterator[list[tuple[str, li
     await retire_gpus(kafka_bootstrap, nodes, MODEL)
 
 
-async def test_kill_9_then_restart_keeps_what_was_learned_and_learns_nothing_twice(
+def _gpus(node: str, retired: list[tuple[str, list[str]]]) -> tuple[str, list[str]]:
+    """Four new GPUs of ``node`` (retired when the test ends) and their placement's id."""
+    uuids = [f"{node}-g{i}" for i in range(4)]
+    retired.append((node, uuids))
+    return f"p-{node}", uuids
+
+
+def _reports(pid: str, uuids: list[str], t0: int, count: int) -> list[JobProgress]:
+    """``count`` minutes of a job on four GPUs whose fourth runs at 0.3 / 0.5 = 0.6x."""
+    times = {u: (0.5 if u == uuids[3] else 0.3) for u in uuids}
+    return [job_progress(pid, t0 + i * 60_000, times) for i in range(count)]
+
+
+def _learned_all(uuid: str, reports: int) -> Callable[[list[GpuSpeed]], bool]:
+    return lambda records: any(s.uuid == uuid and s.reports == reports for s in records)
+
+
+def _assert_fourth_slow(records: list[GpuSpeed], uuids: list[str], reports: int) -> None:
+    latest = {s.uuid: s for s in records if s.uuid in uuids}
+    assert max(s.reports for s in latest.values()) == reports  # none learned twice
+    assert latest[uuids[3]].speed == pytest.approx(0.6, abs=0.03)
+    assert latest[uuids[3]].model == MODEL  # its row kept the model the scores named
+    assert all(latest[u].speed == pytest.approx(1.0, abs=0.03) for u in uuids[:3])
+
+
+async def test_kill_9_then_restart_keeps_what_was_learned_and_what_was_held(
     kafka_bootstrap: str, unique: str, tmp_path: Path, gpus_retired: list[tuple[str, list[str]]]
 ) -> None:
-    node, pid = f"speedkill-{unique}", f"p-{unique}"
-    uuids = [f"{node}-g{i}" for i in range(4)]
-    gpus_retired.append((node, uuids))
-    slow = uuids[3]
-    times = {u: (0.5 if u == slow else 0.3) for u in uuids}
-    t0 = now_ms()
-    reports = [job_progress(pid, t0 + i * 60_000, times) for i in range(8)]
+    node, early_node = f"speedkill-{unique}", f"heldkill-{unique}"
+    pid, uuids = _gpus(node, gpus_retired)
+    early_pid, early = _gpus(early_node, gpus_retired)
+    placed, held = _reports(pid, uuids, now_ms(), 8), _reports(early_pid, early, now_ms(), 8)
     app_id, data = f"scorer-speedkill-{unique}", tmp_path / "data"
-    async with read_speeds(kafka_bootstrap, node) as reader:
+    async with read_speeds(kafka_bootstrap, "") as reader:
         with run_scorer(kafka_bootstrap, app_id, data, tmp_path / "a.log", SPEED_ENV) as first:
             await score_then_place(first, kafka_bootstrap, node, uuids, pid, MODEL)
-            await produce_progress(kafka_bootstrap, reports[:4])
-            await reader.until(lambda r: any(s.uuid == slow and s.reports == 4 for s in r))
+            await score_gpus(first, kafka_bootstrap, early_node, early, MODEL)
+            before = first.metric("fairlane_scorer_progress_held_total")
+            held_at = await produce_progress(kafka_bootstrap, held)  # no placement yet
+            await produce_progress(kafka_bootstrap, placed[:4])
+            await reader.until(_learned_all(uuids[3], 4))
+            await eventually(
+                lambda: first.metric("fairlane_scorer_progress_held_total") >= before + len(held)
+            )
             first.proc.send_signal(signal.SIGKILL)  # offsets of the last reports uncommitted
             first.proc.wait()
-        await produce_progress(kafka_bootstrap, reports[4:])
+        await produce_progress(kafka_bootstrap, placed[4:])
+        await produce_placement(kafka_bootstrap, gang_placement(early_pid, early_node, early))
         with run_scorer(kafka_bootstrap, app_id, data, tmp_path / "b.log", SPEED_ENV, settle=False):
-            records = await reader.until(
-                lambda r: any(s.uuid == slow and s.reports == len(reports) for s in r),
-                timeout_s=120,
-            )
-    assert max(s.reports for s in records) == len(reports)  # none learned twice
-    latest = {s.uuid: s for s in records}
-    assert latest[slow].speed == pytest.approx(0.6, abs=0.03)
-    assert latest[slow].model == MODEL  # its row kept the model the scores named
-    assert all(latest[u].speed == pytest.approx(1.0, abs=0.03) for u in uuids[:3])
+            await reader.until(_learned_all(uuids[3], len(placed)), timeout_s=120)
+            records = await reader.until(_learned_all(early[3], len(held)))
+    _assert_fourth_slow(records, uuids, len(placed))
+    _assert_fourth_slow(records, early, len(held))
+    assert await dead_letters_from(kafka_bootstrap, JOB_PROGRESS, set(held_at), 3) == []
+
+
+async def test_a_new_group_reading_progress_before_its_placement_learns_it(
+    kafka_bootstrap: str, unique: str, tmp_path: Path, gpus_retired: list[tuple[str, list[str]]]
+) -> None:
+    """The backlog: samples, then progress, then the placement, all produced before the
+    worker starts; whichever topic it reads first, the reports are learned."""
+    node = f"backlog-{unique}"
+    pid, uuids = _gpus(node, gpus_retired)
+    await produce_samples(kafka_bootstrap, [node_sample(node, uuids, MODEL)])
+    reports = _reports(pid, uuids, now_ms(), 6)
+    origins = await produce_progress(kafka_bootstrap, reports)
+    await produce_placement(kafka_bootstrap, gang_placement(pid, node, uuids))
+    app_id, log = f"scorer-backlog-{unique}", tmp_path / "s.log"
+    async with read_speeds(kafka_bootstrap, node) as reader:
+        with run_scorer(kafka_bootstrap, app_id, tmp_path / "data", log, SPEED_ENV, settle=False):
+            records = await reader.until(_learned_all(uuids[3], len(reports)), timeout_s=120)
+    _assert_fourth_slow(records, uuids, len(reports))
+    assert await dead_letters_from(kafka_bootstrap, JOB_PROGRESS, set(origins), 3) == []

@@ -11,20 +11,17 @@ from pathlib import Path
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 
-from fairlane_events.codec import decode, encode
-from fairlane_events.records import (
-    DeadLetter,
-    GpuScore,
-    NodeSample,
-)
-from fairlane_events.topics import DEAD_LETTER, NODE_SAMPLES, TopicSpec
+from fairlane_events.codec import encode
+from fairlane_events.records import GpuScore, NodeSample
+from fairlane_events.topics import NODE_SAMPLES, TopicSpec
 from fairlane_runtime.kafka import ensure_topics
 from fairlane_scorer.app import placements_by_node_topic
 from tests.factories import gpu_sample, single_gpu_placement
 from tests.scorer_harness import (
     Scorer,
+    dead_letters_from,
     eventually,
     produce_placement,
     produce_samples,
@@ -101,29 +98,10 @@ async def test_hostile_records_are_dead_lettered_and_good_ones_still_score(
         await produce_samples(kafka_bootstrap, [_sample(node, ts + 1, f"{node}-good")])
         scores = await reader.until(lambda r: any(s.uuid == f"{node}-good" for s in r))
     assert {s.uuid for s in scores} == {f"{node}-good"}
-    letters = await _dead_letters_from(kafka_bootstrap, origins)
+    letters = await dead_letters_from(kafka_bootstrap, NODE_SAMPLES, origins)
     assert {(d.partition, d.offset) for d in letters} == origins
     assert any(d.truncated and d.value_size > 10_000_000 for d in letters)
     assert scorer.metric("fairlane_scorer_dead_lettered_total") - before >= len(corpus)
-
-
-async def _dead_letters_from(bootstrap: str, origins: set[tuple[int, int]]) -> list[DeadLetter]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    found: list[DeadLetter] = []
-    try:
-        consumer.assign([TopicPartition(DEAD_LETTER, 0)])
-        await consumer.seek_to_beginning()
-        deadline = time.monotonic() + 30
-        while len(found) < len(origins) and time.monotonic() < deadline:
-            for messages in (await consumer.getmany(timeout_ms=500)).values():
-                for m in messages:
-                    d = decode(DeadLetter, m.value)
-                    if d.source_topic == NODE_SAMPLES and (d.partition, d.offset) in origins:
-                        found.append(d)
-    finally:
-        await consumer.stop()
-    return found
 
 
 def _node_round(

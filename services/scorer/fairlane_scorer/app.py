@@ -21,6 +21,8 @@ The speed learner (:mod:`fairlane_scorer.speed_agents`, unless ``learn_speeds`` 
 - ``placement-gpus``: placement id -> its GPUs, co-partitioned with
   ``fairlane.placements.v1`` and ``fairlane.job-progress.v1`` (both keyed by placement
   id), written by the placements agent and read by the progress agent;
+- ``progress-held``: placement id -> the progress records read before their placement
+  (:mod:`fairlane_scorer.held_progress`), co-partitioned likewise;
 - ``speed-gpu-infos`` and ``speed-rows``: the learner's state, co-partitioned with its
   single-partition input topic (``<app id>-speed-input``), which the progress agent and
   the scoring agent write to; a timer re-publishes quiet speeds.
@@ -44,6 +46,7 @@ from fairlane_scorer.agents import ScoringAgents, now_ms
 from fairlane_scorer.batches import Batches, BatchHandler, one_by_one
 from fairlane_scorer.consumer import ScorerConsumer, install_transport
 from fairlane_scorer.delivery import Deliveries
+from fairlane_scorer.held_progress import ProgressHold
 from fairlane_scorer.metrics import ScorerMetrics
 from fairlane_scorer.settings import ScorerSettings
 from fairlane_scorer.speed_agents import SpeedAgents
@@ -51,6 +54,7 @@ from fairlane_scorer.speed_agents import SpeedAgents
 __all__ = [
     "ALLOCATIONS_TABLE",
     "GPU_INFOS_TABLE",
+    "HELD_PROGRESS_TABLE",
     "PLACEMENT_GPUS_TABLE",
     "SPEED_ROWS_TABLE",
     "WINDOWS_TABLE",
@@ -64,6 +68,7 @@ __all__ = [
 WINDOWS_TABLE = "node-windows"
 ALLOCATIONS_TABLE = "node-allocations"
 PLACEMENT_GPUS_TABLE = "placement-gpus"
+HELD_PROGRESS_TABLE = "progress-held"
 GPU_INFOS_TABLE = "speed-gpu-infos"
 SPEED_ROWS_TABLE = "speed-rows"
 
@@ -93,7 +98,12 @@ def scorer_topics(app_id: str) -> list[TopicSpec]:
         TopicSpec(placements_by_node_topic(app_id), topics.STREAM_PARTITIONS),
         *(
             TopicSpec(f"{app_id}-{table}-changelog", topics.STREAM_PARTITIONS, compacted)
-            for table in (WINDOWS_TABLE, ALLOCATIONS_TABLE, PLACEMENT_GPUS_TABLE)
+            for table in (
+                WINDOWS_TABLE,
+                ALLOCATIONS_TABLE,
+                PLACEMENT_GPUS_TABLE,
+                HELD_PROGRESS_TABLE,
+            )
         ),
         TopicSpec(speed_input_topic(app_id), 1),
         *(
@@ -174,6 +184,7 @@ def _agents(app: faust.App, settings: ScorerSettings, metrics: ScorerMetrics) ->
             placement_gpus=table(PLACEMENT_GPUS_TABLE, value_type=bytes),
             gpu_infos=table(GPU_INFOS_TABLE, 1, value_type=bytes),
             rows=table(SPEED_ROWS_TABLE, 1, value_type=bytes),
+            hold=ProgressHold(settings.hold_config(), table(HELD_PROGRESS_TABLE, value_type=bytes)),
         )
     return ScoringAgents(
         config=settings.score_config(),

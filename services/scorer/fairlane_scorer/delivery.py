@@ -49,20 +49,27 @@ class Deliveries:
         ``value`` into the table.
         Reassign, never mutate a value in place: only what is written reaches the
         changelog."""
-        changelog = table.changelog_topic
-        raw_key, _ = changelog.prepare_key(key, table.key_serializer)
         if encoded is None:
+            changelog = table.changelog_topic
             encoded, _ = changelog.prepare_value(value, table.value_serializer)
-        await self.send(changelog.get_topic_name(), raw_key, encoded, partition=partition)
+        await self.log(table, partition, key, encoded)
         table.data[key] = value
 
     async def delete(self, table: Table[Any, Any], partition: int, key: Any) -> None:
         """``del table[key]`` from an event of ``partition``: a tombstone to the changelog
         (recovery drops the key), the key out of the table."""
+        await self.log(table, partition, key, None)
+        table.data.pop(key, None)
+
+    async def log(
+        self, table: Table[Any, Any], partition: int, key: Any, encoded: bytes | None
+    ) -> None:
+        """Only the changelog record of ``table[key] = encoded`` (None: a tombstone), for
+        a caller that changed the table itself before its first await (so that another
+        agent's coroutine, running at that await, sees the change)."""
         changelog = table.changelog_topic
         raw_key, _ = changelog.prepare_key(key, table.key_serializer)
-        await self.send(changelog.get_topic_name(), raw_key, None, partition=partition)
-        table.data.pop(key, None)
+        await self.send(changelog.get_topic_name(), raw_key, encoded, partition=partition)
 
     async def send(
         self,

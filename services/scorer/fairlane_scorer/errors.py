@@ -6,7 +6,8 @@ FairlaneError
  |    |                         written by another version); never retryable
  |    +-- SpeedRowFormatError   a learned-speed row in an unknown format; never retryable
  |    +-- SpeedInputFormatError a record of the learner's input topic in an unknown
- |                              format: dead-lettered and counted, never retryable
+ |    |                         format: dead-lettered and counted, never retryable
+ |    +-- HeldRowFormatError    a held-progress row in an unknown format; never retryable
  +-- DecodeError                a consumed record is not its schema; never retryable:
  |                              dead-lettered and counted, never raised out of an agent
  +-- ServerUnavailableError, TopicMismatchError
@@ -17,7 +18,13 @@ from __future__ import annotations
 
 from fairlane_events.errors import FairlaneError
 
-__all__ = ["NodeRowFormatError", "ScorerError", "SpeedInputFormatError", "SpeedRowFormatError"]
+__all__ = [
+    "HeldRowFormatError",
+    "NodeRowFormatError",
+    "ScorerError",
+    "SpeedInputFormatError",
+    "SpeedRowFormatError",
+]
 
 
 class ScorerError(FairlaneError):
@@ -34,3 +41,7 @@ class SpeedRowFormatError(ScorerError, ValueError):
 
 class SpeedInputFormatError(ScorerError, ValueError):
     """A record of the learner's input topic this version cannot read."""
+
+
+class HeldRowFormatError(ScorerError, ValueError):
+    """A stored held-progress row this version cannot read."""

@@ -33,6 +33,8 @@ class ScorerMetrics:
     progress_in: Counter
     progress_accepted: Counter
     progress_rejected: Counter  # by reason
+    progress_held: Counter
+    progress_holding: Gauge
     progress_replayed: Counter
     progress_learned: Counter
     speed_gpu_infos: Counter
@@ -111,6 +113,16 @@ class ScorerMetrics:
                 registry=r,
             ),
             progress_rejected=rejected,
+            progress_held=c(
+                "fairlane_scorer_progress_held",
+                "job-progress records held until their placement arrives",
+                registry=r,
+            ),
+            progress_holding=Gauge(
+                "fairlane_scorer_progress_holding",
+                "job-progress records this worker holds for their placement now",
+                registry=r,
+            ),
             progress_replayed=c(
                 "fairlane_scorer_progress_replayed",
                 "progress reports the learner had learned already (redelivered)",

@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import Field
 
 from fairlane_runtime.settings import ServiceSettings
+from fairlane_scorer.core.holding import HoldConfig
 from fairlane_scorer.core.speed_book import PublishConfig
 from fairlane_scoring.config import ScoreConfig
 from fairlane_scoring.learned_speed import LearnerConfig
@@ -85,6 +86,26 @@ class ScorerSettings(ServiceSettings):
     speed_clock_epsilon: float = Field(
         0.01, ge=0, description="a clock health moving more than this reaches the learner"
     )
+
+    progress_hold_s: float = Field(
+        900.0,
+        gt=0,
+        description="how long (event time: the progress records' and placement events' "
+        "ts_ms) a progress record waits for its placement before it is dead-lettered",
+    )
+    progress_hold_per_placement: int = Field(
+        64, ge=1, description="progress records held for one placement at most"
+    )
+    progress_hold_total: int = Field(
+        10_000, ge=1, description="progress records held in one partition at most"
+    )
+
+    def hold_config(self) -> HoldConfig:
+        return HoldConfig(
+            hold_s=self.progress_hold_s,
+            per_placement=self.progress_hold_per_placement,
+            total=self.progress_hold_total,
+        )
 
     def learner_config(self) -> LearnerConfig:
         return LearnerConfig()

@@ -34,8 +34,12 @@ import orjson
 from faust.types import Message
 
 from fairlane_events.codec import encode
-from fairlane_events.records import GpuSpeed, PlacementEvent
+from fairlane_events.records import GpuSpeed, JobProgress, PlacementEvent
+from fairlane_events.topics import JOB_PROGRESS
+from fairlane_scorer.core.holding import HeldRecord, Released
 from fairlane_scorer.core.progress import (
+    FUTURE,
+    UNKNOWN_PLACEMENT,
     ProgressRejection,
     decode_progress,
     join_progress,
@@ -60,8 +64,9 @@ from fairlane_scorer.core.speeds import (
 )
 from fairlane_scorer.delivery import Deliveries
 from fairlane_scorer.errors import SpeedInputFormatError
+from fairlane_scorer.held_progress import ProgressHold
 from fairlane_scorer.metrics import ScorerMetrics
-from fairlane_scorer.rejects import dead_letter
+from fairlane_scorer.rejects import Consumed, dead_letter
 from fairlane_scoring.learned_speed import LearnerConfig
 from fairlane_scoring.reference import ScoreResult
 
@@ -95,6 +100,21 @@ class _Rows(Mapping[str, SpeedRow]):
         return len(self._data)
 
 
+@dataclass(frozen=True)
+class _HeldOrigin:
+    """A held progress record as :func:`dead_letter` sees it: where it was read."""
+
+    partition: int
+    offset: int
+    key: bytes
+    value: bytes
+    topic: str = JOB_PROGRESS
+
+
+def _held_origin(pid: str, record: HeldRecord) -> _HeldOrigin:
+    return _HeldOrigin(record.partition, record.offset, pid.encode(), record.value)
+
+
 @dataclass
 class SpeedAgents:
     learner: LearnerConfig
@@ -107,6 +127,7 @@ class SpeedAgents:
     placement_gpus: Table  # placement id -> {uuid: node} (orjson bytes as recovered)
     gpu_infos: Table  # uuid -> GpuInfo (encode_gpu_info bytes as recovered)
     rows: Table  # "<uuid>/<class>" -> SpeedRow (encode_row bytes as recovered)
+    hold: ProgressHold  # progress records waiting for their placement
     book: SpeedBook = field(init=False)
     # uuid -> (what was sent to the learner, when): lost on restart, so sent again once
     forwarded: dict[str, tuple[GpuInfo, int]] = field(default_factory=dict)
@@ -115,21 +136,35 @@ class SpeedAgents:
 
     def __post_init__(self) -> None:
         self.book = SpeedBook(self.learner, self.publish)
+        self.metrics.progress_holding.set_function(self.hold.count)
 
     # -- stage 1: placements -------------------------------------------------------------
 
-    async def on_placement(self, message: Message, event: PlacementEvent, out: Deliveries) -> None:
-        """Keep the placement's row: its GPUs while it lives, nothing once it ended."""
+    async def on_placement(
+        self, message: Message, event: PlacementEvent, out: Deliveries, at_ms: int
+    ) -> None:
+        """Keep the placement's row: its GPUs while it lives, nothing once it ended; the
+        progress records held for it are learned (or, if it ended, dead-lettered)."""
         change = placement_change(event)
-        if change is None:
-            return
-        pid = event.placement_id
-        if change.gpus is None:
+        pid, partition = event.placement_id, message.partition
+        if change is not None and change.gpus is None:
+            held = await self.hold.take(partition, pid, out)
             if pid in self.placement_gpus.data:
-                await out.delete(self.placement_gpus, message.partition, pid)
-            return
-        encoded = orjson.dumps(change.gpus)
-        await out.write(self.placement_gpus, message.partition, pid, change.gpus, encoded)
+                await out.delete(self.placement_gpus, partition, pid)
+            why = ProgressRejection(UNKNOWN_PLACEMENT, f"placement {pid!r} ended before it began")
+            for record in held:
+                await self._reject(_held_origin(pid, record), why, out)
+        elif change is not None and change.gpus is not None:
+            self.placement_gpus.data[pid] = change.gpus  # before the hold is read: no await
+            held = await self.hold.take(partition, pid, out)
+            encoded = orjson.dumps(change.gpus)
+            await out.write(self.placement_gpus, partition, pid, change.gpus, encoded)
+            for record in held:
+                origin = _held_origin(pid, record)
+                decoded = decode_progress(origin.key, origin.value)
+                assert not isinstance(decoded, ProgressRejection)  # it was checked when held
+                await self._join(origin, decoded, change.gpus, out, at_ms)
+        await self._drop(await self.hold.advance(partition, event.ts_ms, out), out)
 
     def placement(self, pid: str) -> dict[str, str] | None:
         stored = self.placement_gpus.data.get(pid)
@@ -140,16 +175,39 @@ class SpeedAgents:
     # -- stage 2: progress and scored GPUs, to the learner ------------------------------
 
     async def on_progress(self, message: Message, out: Deliveries, at_ms: int) -> None:
-        """Check one progress record against its placement; the learner gets what passes."""
+        """Check one progress record against its placement; the learner gets what passes,
+        the hold what comes before its placement."""
         self.metrics.progress_in.inc()
         decoded = decode_progress(message.key, message.value)
         if isinstance(decoded, ProgressRejection):
             await self._reject(message, decoded, out)
             return
-        joined = join_progress(decoded, self.placement(decoded.placement_id), at_ms)
-        if isinstance(joined, ProgressRejection):
-            await self._reject(message, joined, out)
+        if not await self._join(message, decoded, self.placement(decoded.placement_id), out, at_ms):
             return
+        await self._drop(await self.hold.advance(message.partition, decoded.ts_ms, out), out)
+
+    async def _join(
+        self,
+        origin: Consumed,
+        progress: JobProgress,
+        gpus: dict[str, str] | None,
+        out: Deliveries,
+        at_ms: int,
+    ) -> bool:
+        """Send ``progress`` joined with ``gpus`` to the learner, hold it (None: its
+        placement has not arrived) or reject it; whether its time may move the hold's."""
+        joined = join_progress(progress, gpus, at_ms)
+        if isinstance(joined, ProgressRejection) and joined.reason == UNKNOWN_PLACEMENT:
+            record = HeldRecord(
+                origin.partition, origin.offset, progress.ts_ms, origin.value or b""
+            )
+            dropped = await self.hold.hold(progress.placement_id, record, out)
+            self.metrics.progress_held.inc()
+            await self._drop(dropped, out)
+            return True
+        if isinstance(joined, ProgressRejection):
+            await self._reject(origin, joined, out)
+            return joined.reason != FUTURE
         await out.send(
             self.speed_input.get_topic_name(),
             joined.placement_id.encode(),
@@ -157,9 +215,15 @@ class SpeedAgents:
             partition=LEARNER_PARTITION,
         )
         self.metrics.progress_accepted.inc()
+        return True
 
-    async def _reject(self, message: Message, why: ProgressRejection, out: Deliveries) -> None:
-        await dead_letter(out, self.dead_letters, message, f"{why.reason}: {why.error}")
+    async def _drop(self, released: list[Released], out: Deliveries) -> None:
+        for r in released:
+            why = ProgressRejection(r.reason, r.error)
+            await self._reject(_held_origin(r.placement_id, r.record), why, out)
+
+    async def _reject(self, origin: Consumed, why: ProgressRejection, out: Deliveries) -> None:
+        await dead_letter(out, self.dead_letters, origin, f"{why.reason}: {why.error}")
         self.metrics.dead_lettered.inc()
         self.metrics.progress_rejected.labels(why.reason).inc()
 

@@ -23,6 +23,7 @@ from fairlane_scorer.core.allocations import ENDING_EVENTS
 __all__ = [
     "FOREIGN_GPU",
     "FUTURE",
+    "HOLD_FULL",
     "INVALID",
     "MAX_AHEAD_MS",
     "REASONS",
@@ -40,10 +41,11 @@ __all__ = [
 #: Why a progress record was rejected (every one is dead-lettered and counted).
 INVALID = "invalid"  # not the topic's schema
 WRONG_KEY = "wrong_key"  # keyed otherwise than by its placement id
-UNKNOWN_PLACEMENT = "unknown_placement"  # no live placement of that id (never, or ended)
+UNKNOWN_PLACEMENT = "unknown_placement"  # its placement did not arrive while it was held
 FOREIGN_GPU = "foreign_gpu"  # a rank names a GPU its placement does not hold
 FUTURE = "future"  # its window ends too far ahead of the scorer's clock
-REASONS = (INVALID, WRONG_KEY, UNKNOWN_PLACEMENT, FOREIGN_GPU, FUTURE)
+HOLD_FULL = "hold_full"  # held for its placement, and pushed out by newer ones
+REASONS = (INVALID, WRONG_KEY, UNKNOWN_PLACEMENT, FOREIGN_GPU, FUTURE, HOLD_FULL)
 
 #: How far a report's ``ts_ms`` may run ahead of the scorer's clock. The learner takes a
 #: report not newer than a GPU's last one for a replay, so one stamped a year ahead would
