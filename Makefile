@@ -9,7 +9,7 @@ export UV_PYTHON_DOWNLOADS ?= never
 VENV := .venv
 PY := $(VENV)/bin/python
 PACKAGES := -p fairlane_events -p fairlane_scoring -p fairlane_sim -p fairlane_runtime -p fairlane_eval \
-            -p fairlane_agent -p fairlane_scorer -p fairlane_scheduler
+            -p fairlane_agent -p fairlane_scorer -p fairlane_scheduler -p fairlane
 PYTEST_ARGS ?=
 
 .PHONY: help setup run stop test test-unit lint k8s-build fmt schemas servers-up servers-down clean eval eval-quick eval-live bench bench-eval chaos
@@ -22,7 +22,7 @@ $(CURDIR)/.local/tools/bin/uv:
 	python3 -m venv .local/tools
 	.local/tools/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
-$(VENV)/.synced: uv.lock pyproject.toml $(wildcard libs/*/pyproject.toml services/*/pyproject.toml) | $(UV)
+$(VENV)/.synced: uv.lock pyproject.toml $(wildcard libs/*/pyproject.toml services/*/pyproject.toml clients/*/pyproject.toml) | $(UV)
 	$(UV) sync --frozen
 	@touch $@
 

@@ -1,0 +1,5 @@
+"""``python -m fairlane``: the same as the ``fairlane`` command."""
+
+from fairlane.cli import main
+
+main()

@@ -1,0 +1,176 @@
+"""``fairlane``: the command line. ``fairlane run [flags] -- COMMAND...`` (docs/launcher.md).
+
+Flags say the job's shape; the scheduler's address, the token and Kafka come from the
+environment (:class:`~fairlane.settings.LauncherSettings`). A wrong flag or setting is
+one line and exit code 2, as the services do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import uuid
+from collections.abc import Sequence
+from typing import NoReturn
+
+from pydantic import TypeAdapter, ValidationError
+
+from fairlane.launcher import JobSpec, launch
+from fairlane.models import PlacementRequest
+from fairlane.settings import LauncherSettings
+from fairlane_events.records import JobClass
+from fairlane_runtime.entry import exit_with_error, load_settings
+
+__all__ = ["main", "parse_run"]
+
+PROG = "fairlane"
+_CLASS = TypeAdapter(JobClass)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line (``fairlane: error: ...``) and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        exit_with_error(PROG, message)
+
+
+def _signal(value: str) -> signal.Signals | None:
+    if value.lower() == "none":
+        return None
+    name = value.upper()
+    try:
+        return (
+            signal.Signals(int(value))
+            if value.isdigit()
+            else signal.Signals[name if name.startswith("SIG") else f"SIG{name}"]
+        )
+    except (KeyError, ValueError):
+        raise argparse.ArgumentTypeError(f"not a signal: {value!r}") from None
+
+
+def _job_class(value: str) -> str:
+    try:
+        return _CLASS.validate_python(value)
+    except ValidationError:
+        raise argparse.ArgumentTypeError(
+            f"not a job class: {value!r} (letters, digits, '._+-', at most 64)"
+        ) from None
+
+
+def _above_zero(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not number > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0: {value!r}")
+    return number
+
+
+def _count(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1: {value!r}")
+    return int(value)
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog=PROG, description="Run jobs on GPUs that Fairlane places.")
+    sub = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+    run = sub.add_parser("run", help="place a job, run COMMAND in it, release it")
+    run.add_argument("--gpus", type=_count, required=True, help="GPUs per node")
+    run.add_argument("--nodes", type=_count, default=1, help="nodes (more than 1: a gang)")
+    run.add_argument(
+        "--class",
+        dest="job_class",
+        type=_job_class,
+        default="default",
+        help="the kind of work, for learned speeds (default: default)",
+    )
+    run.add_argument("--job-id", help="idempotency key (default: CLASS-<random>)")
+    run.add_argument("--namespace", help="default: the token's")
+    run.add_argument("--models", help="allowed GPU models, comma-separated")
+    run.add_argument("--min-gpu-memory-gib", type=_above_zero)
+    run.add_argument("--policy", choices=("fastest", "binpack", "spread"), default="fastest")
+    run.add_argument("--priority", type=int, default=0)
+    run.add_argument(
+        "--lease-s",
+        type=_above_zero,
+        default=60.0,
+        help="lease, renewed every third of it (default 60)",
+    )
+    run.add_argument(
+        "--window-s",
+        type=_above_zero,
+        default=60.0,
+        help="one progress record per window (default 60)",
+    )
+    run.add_argument(
+        "--grace-s",
+        type=_above_zero,
+        default=10.0,
+        help="after forwarding a stop signal, SIGKILL after this (default 10)",
+    )
+    run.add_argument(
+        "--on-degraded-signal",
+        type=_signal,
+        default=signal.SIGUSR1,
+        help="signal to the job's handlers on a degraded event, or none",
+    )
+    run.add_argument("--master-addr", help="replace the placement's MASTER_ADDR (e.g. 127.0.0.1)")
+    return parser
+
+
+def parse_run(argv: Sequence[str]) -> JobSpec:
+    """``run``'s flags before ``--`` and the command after it, as a :class:`JobSpec`."""
+    args = list(argv)
+    split = args.index("--") if "--" in args else len(args)
+    flags, command = args[:split], args[split + 1 :]
+    ns = _parser().parse_args(flags)
+    if not command:
+        exit_with_error(PROG, "no command to run: fairlane run [flags] -- COMMAND...")
+    models = [m.strip() for m in ns.models.split(",") if m.strip()] if ns.models else None
+    request = PlacementRequest(
+        job_id=ns.job_id or f"{ns.job_class}-{uuid.uuid4().hex[:12]}",
+        namespace=ns.namespace,
+        gpus_per_node=ns.gpus,
+        nodes=ns.nodes,
+        min_gpu_memory_gib=ns.min_gpu_memory_gib,
+        models=models,
+        policy=ns.policy,
+        lease_s=ns.lease_s,
+        priority=ns.priority,
+        job_class=ns.job_class,
+    )
+    return JobSpec(
+        request=request,
+        command=command,
+        job_class=ns.job_class,
+        window_s=ns.window_s,
+        grace_s=ns.grace_s,
+        degraded_signal=ns.on_degraded_signal,
+        master_addr=ns.master_addr,
+    )
+
+
+class _Lines(logging.Formatter):
+    """``fairlane: message``, with ``warning: `` or ``error: `` before what needs a look."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        level = "" if record.levelno < logging.WARNING else f"{record.levelname.lower()}: "
+        return f"{PROG}: {level}{record.getMessage()}"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    spec = parse_run(sys.argv[1:] if argv is None else argv)
+    settings = load_settings(LauncherSettings, [], PROG)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Lines())
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    # Kafka's client logs every failed connection while Kafka is away, and httpx every
+    # request: the launcher says once what matters (kafka_io, launcher).
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    raise SystemExit(asyncio.run(launch(settings, spec)))

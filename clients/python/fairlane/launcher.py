@@ -1,0 +1,303 @@
+"""``fairlane run``'s orchestration: place, run, renew, report, release.
+
+    place ──► start one child per node ──► wait: all exited | one failed | signal | lease lost
+      │            │ progress socket ──► window ──► fairlane.job-progress.v1 (best effort)
+      │            │ placements topic ──► degraded ──► file + signal to the job
+      │            └ renew every lease/3
+      └──────────────────────────────────► release (bounded retries), always
+
+Failure behaviour (docs/launcher.md): the scheduler unreachable when placing is one
+line and exit code 2; unreachable when releasing is bounded retries, then one line that
+says when the lease expires; Kafka away never stops or fails the job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import signal
+import socket
+import tempfile
+import time
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from fairlane._wire import decode_step
+from fairlane.aggregate import ProgressWindow
+from fairlane.children import Children
+from fairlane.client import AsyncClient
+from fairlane.degraded import notify_handlers, write_degraded
+from fairlane.env import node_env
+from fairlane.errors import ApiError, ClientError, UnreachableError
+from fairlane.kafka_io import DegradedWatcher, ProgressPublisher
+from fairlane.models import Placement, PlacementRequest
+from fairlane.settings import LauncherSettings
+from fairlane_events.records import PlacementEvent
+
+__all__ = ["JobSpec", "launch"]
+
+log = logging.getLogger("fairlane.launcher")
+
+#: Exit code when the job never started (no placement).
+NOT_PLACED = 2
+_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_WATCHER_READY_S = 10.0
+_FLUSH_S = 5.0
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What ``fairlane run`` was asked to do."""
+
+    request: PlacementRequest
+    command: Sequence[str]
+    job_class: str
+    window_s: float
+    grace_s: float
+    degraded_signal: signal.Signals | None
+    master_addr: str | None = None
+
+
+def _when(ms: int | None) -> str:
+    if ms is None:
+        return "never (no lease)"
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat(timespec="seconds")
+
+
+class _Receiver(asyncio.DatagramProtocol):
+    def __init__(self, window: ProgressWindow) -> None:
+        self.window = window
+        self.malformed = 0
+
+    def datagram_received(self, data: bytes, addr: object) -> None:
+        sample = decode_step(data)
+        if sample is None:
+            self.malformed += 1
+        else:
+            self.window.add(sample)
+
+
+class _Run:
+    """One placed job, from its children's start to their end."""
+
+    def __init__(self, settings: LauncherSettings, spec: JobSpec, placement: Placement) -> None:
+        self.settings = settings
+        self.spec = spec
+        self.placement = placement
+        self.stop = asyncio.Event()
+        self.stopped_by: signal.Signals | None = None
+        self.lease_lost = False
+        self.children = Children(())
+        self.degraded_file = Path()
+
+    def on_signal(self, signum: signal.Signals) -> None:
+        log.warning("%s: stopping the job (grace %.0f s)", signum.name, self.spec.grace_s)
+        self.stopped_by = signum
+        self.stop.set()
+
+    def on_degraded(self, event: PlacementEvent) -> None:
+        slow = ", ".join(
+            f"{g.uuid} on {g.node} at {g.speed:.2f} ({g.source})" for g in event.slow_gpus or ()
+        )
+        log.warning("placement %s degraded: %s", event.placement_id, slow)
+        write_degraded(self.degraded_file, event)
+        signum = self.spec.degraded_signal
+        if signum is None:
+            return
+        pids = [pid for p in self.children.running for pid in notify_handlers(p.pid, signum)]
+        if not pids:
+            log.warning("no process of the job handles %s; see %s", signum.name, self.degraded_file)
+
+    async def renew_forever(self, api: AsyncClient) -> None:
+        lease_s = self.spec.request.lease_s
+        if lease_s is None:
+            return
+        every_s = max(lease_s / 3, 0.5)
+        failing = False
+        while True:
+            await asyncio.sleep(min(every_s, 2.0) if failing else every_s)
+            try:
+                self.placement = await api.renew(self.placement.id)
+            except ApiError as exc:
+                if exc.retryable:
+                    failing = self._renew_failed(failing, exc)
+                    continue
+                log.error("the lease of %s is lost (%s): stopping the job", self.placement.id, exc)
+                self.lease_lost = True
+                self.stop.set()
+                return
+            except UnreachableError as exc:
+                failing = self._renew_failed(failing, exc)
+                continue
+            if failing:
+                log.warning("renewed %s again", self.placement.id)
+            failing = False
+
+    def _renew_failed(self, failing: bool, exc: ClientError) -> bool:
+        if not failing:
+            log.warning(
+                "cannot renew %s (%s); retrying, its lease expires at %s",
+                self.placement.id,
+                exc,
+                _when(self.placement.lease_expires_at_ms),
+            )
+        return True
+
+    async def report_forever(self, window: ProgressWindow, publisher: ProgressPublisher) -> None:
+        while True:
+            await asyncio.sleep(self.spec.window_s)
+            self.close_window(window, publisher, self.spec.window_s)
+
+    def close_window(
+        self, window: ProgressWindow, publisher: ProgressPublisher, window_s: float
+    ) -> None:
+        record = window.close(
+            placement_id=self.placement.id,
+            job_class=self.spec.job_class,
+            end_ms=int(time.time() * 1000),
+            window_s=window_s,
+        )
+        if record is not None:
+            publisher.offer(record)
+
+    async def run(self, api: AsyncClient) -> int:
+        settings, spec, placement = self.settings, self.spec, self.placement
+        security = settings.kafka_security()
+        bootstrap = settings.kafka_bootstrap_servers
+        window = ProgressWindow(placement.nodes)
+        publisher = ProgressPublisher(
+            bootstrap, security, buffer=settings.progress_buffer, retry_s=settings.kafka_retry_s
+        )
+        watcher = DegradedWatcher(
+            bootstrap, security, placement.id, self.on_degraded, retry_s=settings.kafka_retry_s
+        )
+        loop = asyncio.get_running_loop()
+        with tempfile.TemporaryDirectory(prefix="fairlane-") as tmp:
+            sock_path = str(Path(tmp) / "progress.sock")
+            self.degraded_file = Path(tmp) / "degraded.json"
+            transport, _ = await loop.create_datagram_endpoint(
+                lambda: _Receiver(window), family=socket.AF_UNIX, local_addr=sock_path
+            )
+            tasks = [
+                asyncio.create_task(publisher.run()),
+                asyncio.create_task(watcher.run()),
+                asyncio.create_task(self.renew_forever(api)),
+                asyncio.create_task(self.report_forever(window, publisher)),
+            ]
+            started = time.monotonic()
+            for signum in _FORWARDED:
+                loop.add_signal_handler(signum, self.on_signal, signum)
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(
+                        _first(watcher.ready.wait(), self.stop.wait()), _WATCHER_READY_S
+                    )
+                envs = [
+                    node_env(
+                        placement.id,
+                        placement.nodes,
+                        node,
+                        job_class=spec.job_class,
+                        progress_socket=sock_path,
+                        degraded_file=str(self.degraded_file),
+                        master_addr=spec.master_addr,
+                    )
+                    for node in placement.nodes
+                ]
+                if not self.stop.is_set():
+                    self.children = await Children.start(spec.command, envs)
+                await self.children.wait_until_done_or_failed(self.stop)
+                await self.children.stop(self.stopped_by or signal.SIGTERM, spec.grace_s)
+            finally:
+                for signum in _FORWARDED:
+                    loop.remove_signal_handler(signum)
+                await self.children.stop(signal.SIGKILL, 0)  # whatever an error left running
+                self.close_window(window, publisher, time.monotonic() - started)
+                for task in tasks[1:]:
+                    task.cancel()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(publisher.drained(), _FLUSH_S)
+                tasks[0].cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                await publisher.close()
+                transport.close()
+                self._summary(window, publisher)
+        code = self.children.exit_code()
+        return 1 if self.lease_lost and code == 0 else code
+
+    def _summary(self, window: ProgressWindow, publisher: ProgressPublisher) -> None:
+        log.info(
+            "progress: %d records published, %d dropped, %d unsent, %d steps not placed",
+            publisher.sent,
+            publisher.dropped,
+            publisher.backlog,
+            window.dropped,
+        )
+        if publisher.dropped or publisher.backlog:
+            log.warning(
+                "progress: %d records were not published (Kafka away)",
+                publisher.dropped + publisher.backlog,
+            )
+
+
+async def _first(*waits: Coroutine[object, object, object]) -> None:
+    """Until the first of ``waits`` is done (the others are cancelled)."""
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+async def _release(api: AsyncClient, placement: Placement, timeout_s: float) -> None:
+    """Release, retrying what may pass for ``timeout_s``; else one line, never a raise."""
+    deadline = time.monotonic() + timeout_s
+    delay_s = 0.5
+    while True:
+        try:
+            await api.release(placement.id)
+        except ClientError as exc:
+            if exc.retryable and time.monotonic() + delay_s < deadline:
+                await asyncio.sleep(delay_s)
+                delay_s = min(delay_s * 2, 5.0)
+                continue
+            log.error(
+                "could not release %s (%s); its lease expires at %s",
+                placement.id,
+                exc,
+                _when(placement.lease_expires_at_ms),
+            )
+            return
+        log.info("released %s", placement.id)
+        return
+
+
+async def launch(settings: LauncherSettings, spec: JobSpec) -> int:
+    """Run ``spec`` in a placement; the exit code of ``fairlane run``."""
+    async with AsyncClient(
+        settings.scheduler_url, settings.bearer_token(), timeout_s=settings.http_timeout_s
+    ) as api:
+        try:
+            placement = await api.place(spec.request)
+        except UnreachableError:
+            log.error("the scheduler is not reachable at %s", settings.scheduler_url)
+            return NOT_PLACED
+        except ApiError as exc:
+            log.error("not placed: %s", exc)
+            return NOT_PLACED
+        run = _Run(settings, spec, placement)
+        try:
+            if placement.state != "placed":
+                log.error("not placed: the placement is %s", placement.state)
+                return NOT_PLACED
+            gpus = "; ".join(
+                f"{n.node} [{', '.join(g.uuid for g in n.gpus)}]" for n in placement.nodes
+            )
+            log.info("placed %s: %s", placement.id, gpus)
+            return await run.run(api)
+        finally:
+            await _release(api, run.placement, settings.release_timeout_s)
