@@ -8,6 +8,7 @@ from fairlane_events.records import (
     GpuSample,
     GpuScore,
     GpuSlot,
+    GpuSpeed,
     NodeAssignment,
     NodeSample,
     PlacementEvent,
@@ -63,6 +64,25 @@ def gpu_score(**overrides: Any) -> GpuScore:
     if "effective_capacity" not in overrides:
         values["effective_capacity"] = values["score"] * values["speed"]
     return GpuScore(**values)
+
+
+def gpu_speed(**overrides: Any) -> GpuSpeed:
+    """A learned speed record; ``low``/``high`` default to +-0.02 around ``speed``."""
+    speed = overrides.get("speed", 1.0)
+    values: dict[str, Any] = {
+        "uuid": "GPU-0000",
+        "node": "node-a",
+        "model": "NVIDIA H100 80GB HBM3",
+        "job_class": "bert",
+        "speed": speed,
+        "low": max(speed - 0.02, 0.001),
+        "high": speed + 0.02,
+        "reports": 12,
+        "confidence": 0.8,
+        "ts_ms": 1_700_000_000_000,
+    }
+    values.update(overrides)
+    return GpuSpeed(**values)
 
 
 def single_gpu_placement(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fairlane_agent.placements import apply_placement
-from fairlane_events.records import GpuSlot, NodeAssignment, PlacementEvent
+from fairlane_events.records import GpuSlot, NodeAssignment, PlacementEvent, SlowGpu
 from fairlane_sim.fleet import FleetSimulator, FleetSpec
 
 T0 = 1_700_000_000_000
@@ -21,8 +21,15 @@ def event(kind: str, uuid: str) -> PlacementEvent:
         master_port=29500,
         world_size=1,
     )
+    slow = [SlowGpu(uuid=uuid, node="n", speed=0.6, source="learned")]
     return PlacementEvent(
-        placement_id="p", job_id="j", namespace="t", event=kind, ts_ms=T0, nodes=[node]
+        placement_id="p",
+        job_id="j",
+        namespace="t",
+        event=kind,
+        ts_ms=T0,
+        nodes=[node],
+        slow_gpus=slow if kind == "degraded" else None,
     )
 
 
@@ -42,6 +49,8 @@ def busy_after(*kinds: str) -> bool:
         (("created", "released"), False),
         (("created", "expired"), False),
         (("created", "failed"), False),
+        (("created", "degraded"), True),  # says a GPU is slow; the job runs on
+        (("created", "degraded", "released"), False),
     ],
 )
 def test_created_starts_a_job_and_released_expired_failed_end_it(

@@ -39,6 +39,8 @@ REQUESTS: list[tuple[str, str, dict[str, str], Any]] = [
     ("POST", "/v1/placements", ADMIN, {"job_id": "j3", "gpus_per_node": 1, "namespace": "b"}),
     ("POST", "/v1/placements", TEAM, {"job_id": "j4", "gpus_per_node": "2"}),  # 422
     ("POST", "/v1/placements", TEAM, {"job_id": "j4", "gpus_per_node": 1, "color": "red"}),
+    ("POST", "/v1/placements", TEAM, {"job_id": "j8", "gpus_per_node": 1, "job_class": "bert"}),
+    ("POST", "/v1/placements", TEAM, {"job_id": "j9", "gpus_per_node": 1, "job_class": "a/b"}),
     ("POST", "/v1/placements", TEAM, b'{"job_id": "j5", "gpus_per_node": 1, "lease_s": -1}'),
     ("POST", "/v1/placements", TEAM, b'{"job_id": "j5", "gpus_per_node": '),  # not JSON
     ("POST", "/v1/placements", TEAM, b'{"job_id": "j5", "gpus_per_node": 1, "lease_s": NaN}'),
@@ -139,3 +141,13 @@ async def test_a_non_finite_number_gets_a_422_naming_its_field() -> None:
             answer = await client.post("/v1/placements", content=body, headers=json_type)
             assert answer.status_code == 422, (value, answer.text)
             assert [e["loc"] for e in answer.json()["detail"]] == [["body", "lease_s"]]
+
+
+async def test_a_bad_job_class_gets_a_422_naming_its_field() -> None:
+    transport = httpx.ASGITransport(app=_app(hot=True))
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        for job_class in ("", "gpu/bert", "-lead", "x" * 65, 7):
+            body = {"job_id": "j", "gpus_per_node": 1, "job_class": job_class}
+            answer = await client.post("/v1/placements", json=body, headers=TEAM)
+            assert answer.status_code == 422, (job_class, answer.text)
+            assert [e["loc"] for e in answer.json()["detail"]] == [["body", "job_class"]]

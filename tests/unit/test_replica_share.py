@@ -102,7 +102,7 @@ def test_one_replica_ranks_by_the_packing_keys_alone() -> None:
     def keys(packing: Packing, resolution: float, others: float | None = None) -> list[Any]:
         return packing_keys(
             packing,
-            resolution,
+            (resolution, 0.05),
             min_cap=1.8,
             total_cap=3.6,
             used=2,

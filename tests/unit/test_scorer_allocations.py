@@ -2,8 +2,9 @@
 
 from typing import Any
 
-from fairlane_events.records import GpuSlot, NodeAssignment, PlacementEvent
+from fairlane_events.records import GpuSlot, NodeAssignment, PlacementEvent, SlowGpu
 from fairlane_scorer.core.allocations import allocations_of, apply_placement
+from fairlane_scorer.core.progress import placement_change
 from fairlane_scoring.allocation import Allocation
 
 T0 = 1_700_000_000_000
@@ -23,7 +24,7 @@ def event(kind: str, ts_ms: int, pid: str = "p1", **kwargs: Any) -> PlacementEve
         for rank, node in enumerate(("n1", "n2"))
     ]
     return PlacementEvent(
-        placement_id=pid, job_id="j", namespace="ns", event=kind, ts_ms=ts_ms, nodes=nodes
+        placement_id=pid, job_id="j", namespace="ns", event=kind, ts_ms=ts_ms, nodes=nodes, **kwargs
     )
 
 
@@ -48,6 +49,15 @@ def test_pending_changes_nothing_and_old_ended_placements_are_dropped() -> None:
     state = apply_placement(state, "n1", event("failed", T0 + 2), 600)
     later = apply_placement(state, "n1", event("created", T0 + 700_000, pid="p2"), 600)
     assert set(later) == {"p2"}
+
+
+def test_a_degraded_event_changes_no_allocation() -> None:
+    """The scheduler's ``degraded`` (issue 27) is for launchers: the allocation stays."""
+    slow = [SlowGpu(uuid="n1-gpu0", node="n1", speed=0.6, source="learned")]
+    degraded = event("degraded", T0 + 1, slow_gpus=slow)
+    state = apply_placement({}, "n1", event("created", T0), 600)
+    assert apply_placement(state, "n1", degraded, 600) == state
+    assert placement_change(degraded) is None  # the learner's placement-gpus row too
 
 
 def test_a_node_without_allocations_has_none() -> None:

@@ -9,11 +9,12 @@ import logging
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 import asyncpg
 from fastapi import FastAPI
 from fastapi.telemetry import TelemetryConfig
-from prometheus_client import make_asgi_app
+from prometheus_client import CollectorRegistry, make_asgi_app
 
 from fairlane_runtime.kafka import ensure_topics
 from fairlane_runtime.kafka_security import KafkaSecurity
@@ -26,7 +27,12 @@ from fairlane_scheduler.adapters.migrations import apply_migrations, load_migrat
 from fairlane_scheduler.adapters.outbox import OutboxRelay
 from fairlane_scheduler.adapters.pg_pool import connect_pool
 from fairlane_scheduler.adapters.pg_tls import client_ssl
-from fairlane_scheduler.adapters.scores import ScoresFollower
+from fairlane_scheduler.adapters.scores import (
+    FollowerCollector,
+    ScoresFollower,
+    SpeedsFollower,
+    TopicFollower,
+)
 from fairlane_scheduler.adapters.store import PostgresStore
 from fairlane_scheduler.api import dashboard, extender
 from fairlane_scheduler.api.auth import TokenTable
@@ -36,10 +42,12 @@ from fairlane_scheduler.api.hot_routes import HotRoutes
 from fairlane_scheduler.api.listeners import ExtenderPortGate
 from fairlane_scheduler.api.routes import router
 from fairlane_scheduler.clock import now_ms
+from fairlane_scheduler.core.degraded import DegradedPolicy
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
 from fairlane_scheduler.core.master_port import PortRange
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.core.placements import Placement
+from fairlane_scheduler.degraded_watch import DegradedWatch
 from fairlane_scheduler.heap import freeze_after_catch_up, thaw
 from fairlane_scheduler.kube.wiring import with_kube_edges
 from fairlane_scheduler.service import PlacementService
@@ -119,13 +127,17 @@ async def _start_dashboard(
     return feed, dead_letters
 
 
-def _backlog_observer(
-    service: PlacementService, metrics: SchedulerMetrics
+def _observer(
+    service: PlacementService, metrics: SchedulerMetrics, watch: DegradedWatch
 ) -> Callable[[], Awaitable[None]]:
+    """Each housekeeping round's last steps: the backlog gauges, then running
+    placements' slow GPUs announced."""
+
     async def observe() -> None:
         outbox, pending = await service.backlog()
         metrics.outbox_backlog.set(outbox)
         metrics.pending.set(pending)
+        await watch.check()
 
     return observe
 
@@ -151,10 +163,35 @@ async def _start_relay(
     return relay
 
 
+async def _start_followers(
+    settings: SchedulerSettings, fleet: FleetView, kafka: KafkaSecurity, registry: CollectorRegistry
+) -> FollowerCollector:
+    """The scores and learned speeds read into ``fleet``, counted in ``registry``."""
+    bootstrap = settings.kafka_bootstrap_servers
+    followed = FollowerCollector(
+        ScoresFollower(bootstrap, fleet, security=kafka),
+        SpeedsFollower(bootstrap, fleet, security=kafka),
+    )
+    for follower in followed.followers:
+        await follower.start()
+    registry.register(followed)
+    return followed
+
+
+async def _stop_followers(followed: FollowerCollector, registry: CollectorRegistry) -> None:
+    registry.unregister(followed)
+    for follower in followed.followers:
+        await follower.stop()
+
+
 def _readiness(
-    follower: ScoresFollower, fleet: FleetView, policy: PlacementPolicy, fresh: Callable[[], int]
+    followers: Sequence[TopicFollower[Any]],
+    fleet: FleetView,
+    policy: PlacementPolicy,
+    fresh: Callable[[], int],
 ) -> Callable[[], bool]:
-    """Whether placements can be decided: the scores caught up and some GPU is fresh.
+    """Whether placements can be decided: the scores and learned speeds caught up and
+    some GPU is fresh.
     While ready, counted again at most once a second (a count over a 100k-GPU fleet on
     every request costs more than the decision); the filter still drops stale GPUs."""
     ready_until_ms = 0
@@ -163,7 +200,7 @@ def _readiness(
         nonlocal ready_until_ms
         if (now := now_ms()) < ready_until_ms:
             return True
-        ready = follower.caught_up and (
+        ready = all(f.caught_up for f in followers) and (
             fresh() > 0 or (policy.stale == "last_known" and len(fleet) > 0)
         )
         ready_until_ms = now + 1000 if ready else 0
@@ -179,6 +216,7 @@ def placement_policy(settings: SchedulerSettings) -> PlacementPolicy:
         stale=settings.stale_policy,
         below_threshold=settings.below_threshold,
         capacity_resolution=settings.capacity_resolution,
+        speed_resolution=settings.speed_resolution,
         share=settings.replica_share(),
     )
 
@@ -198,8 +236,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
         try:
             await _migrate(pool)
             fleet = FleetView(StabilityPolicy(settings.threshold, settings.stabilization_s))
-            follower = ScoresFollower(settings.kafka_bootstrap_servers, fleet, security=kafka)
-            await follower.start()
+            followed = await _start_followers(settings, fleet, kafka, metrics.registry)
             store = PostgresStore(pool)
 
             def fresh_gpus() -> int:
@@ -212,7 +249,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 policy=policy,
                 ports=PortRange(settings.master_port_first, settings.master_port_last),
                 clock_ms=now_ms,
-                is_fleet_ready=_readiness(follower, fleet, policy, fresh_gpus),
+                is_fleet_ready=_readiness(followed.followers, fleet, policy, fresh_gpus),
                 batch_max=settings.group_commit_max,
                 summaries_from_nodes=settings.summaries_from_nodes,
             )
@@ -224,7 +261,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
             await live_gpus.start()
             metrics.conflicts.set_function(lambda: service.conflicts)
             app.state.runtime = runtime = Runtime(
-                service, fleet, follower, metrics, fresh_gpus, policy, live_gpus
+                service, fleet, followed.scores, metrics, fresh_gpus, policy, live_gpus
             )
             feed, dead_letters = await _start_dashboard(
                 runtime, settings.kafka_bootstrap_servers, kafka
@@ -234,18 +271,29 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
             metrics.registry.register(
                 collector := FleetCollector(fleet, lambda: live_gpus.current, policy, relay, now_ms)
             )
+            watch = DegradedWatch(
+                store=store,
+                fleet=fleet,
+                policy=DegradedPolicy(
+                    settings.degraded_speed, settings.threshold, settings.stale_after_s
+                ),
+                clock_ms=now_ms,
+                announced=lambda gpu: metrics.degraded.labels(gpu.source).inc(),
+            )
             expiry = asyncio.create_task(
                 housekeeping(
                     service,
                     settings.expiry_interval_s,
                     metrics.outage("housekeeping", "postgres"),
-                    _backlog_observer(service, metrics),
+                    _observer(service, metrics, watch),
                 ),
                 name="housekeeping",
             )
             background, thresholds = [expiry], gc.get_threshold()
             if settings.gc_freeze:
-                freeze = freeze_after_catch_up(follower.caught_up_event, settings.gc_gen0_threshold)
+                freeze = freeze_after_catch_up(
+                    followed.scores.caught_up_event, settings.gc_gen0_threshold
+                )
                 background.append(asyncio.create_task(freeze, name="gc-freeze"))
             try:
                 yield
@@ -261,7 +309,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 await feed.stop()
                 await dead_letters.stop()
                 await live_gpus.stop()
-                await follower.stop()
+                await _stop_followers(followed, metrics.registry)
         finally:
             await pool.close()
 

@@ -69,6 +69,20 @@ class SchedulerSettings(ServiceSettings):
         le=1,
         description="fastest: gangs whose slowest capacities differ by less are ties (0: exact)",
     )
+    speed_resolution: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="jobs with a job_class: gangs in one capacity step are ranked by their "
+        "slowest GPU's learned speed rounded to steps of this size (0: the capacity alone)",
+    )
+    degraded_speed: float = Field(
+        0.85,
+        ge=0,
+        le=1,
+        description="a running placement's GPU whose learned speed under its job class is, "
+        "at the upper end of its 95 percent interval, below this is announced degraded (0: never)",
+    )
     replicas: int = Field(
         1,
         ge=1,

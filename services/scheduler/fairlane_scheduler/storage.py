@@ -14,6 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from fairlane_events.records import SlowGpu
 from fairlane_scheduler.core.ledger import Holding
 from fairlane_scheduler.core.master_port import PortRange
 from fairlane_scheduler.core.placements import EventKind, Placement, PlacementRequest
@@ -128,6 +129,17 @@ class PlacementStore(Protocol):
     async def holdings(self, ids: Collection[str]) -> list[Holding]:
         """What the live placements among ``ids`` hold (the committed rows, any
         replica's)."""
+
+    async def live_with_class(self, gpus: Collection[str]) -> list[tuple[Placement, str]]:
+        """The live placements with a job class that hold any of ``gpus``, each with its
+        class (the committed rows, any replica's)."""
+
+    async def record_degraded(
+        self, placement: Placement, slow: Sequence[SlowGpu], now_ms: int
+    ) -> list[SlowGpu]:
+        """Record ``slow`` GPUs of a live placement as announced and write one
+        ``degraded`` event of those not announced before (by anyone), in one
+        transaction; those it announced (none: all were, or the placement ended)."""
 
     async def quotas(self) -> dict[str, Quota]: ...
 

@@ -9,7 +9,8 @@ from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 
-from fairlane_events.records import PlacementEvent
+from fairlane_events.records import PlacementEvent, SlowGpu
+from fairlane_scheduler.core.degraded import degraded_event
 from fairlane_scheduler.core.ledger import Holding
 from fairlane_scheduler.core.master_port import PortRange, next_free_port
 from fairlane_scheduler.core.placements import (
@@ -43,6 +44,7 @@ class MemoryStore:
         self.cordons: dict[str, str] = {}
         self.writes = 0  # create and promote calls, to count round trips
         self.batches: list[int] = []  # the size of each create_many call
+        self.degraded: set[tuple[str, str, str]] = set()  # placement id, GPU, source
 
     def _live(self) -> list[Placement]:
         return [p for p in self.placements.values() if p.is_live]
@@ -185,6 +187,27 @@ class MemoryStore:
 
     async def holdings(self, ids: Collection[str]) -> list[Holding]:
         return [Holding.of(p) for p in self._live() if p.id in ids]
+
+    async def live_with_class(self, gpus: Collection[str]) -> list[tuple[Placement, str]]:
+        wanted = set(gpus)
+        return [
+            (p, job_class)
+            for p in self._live()
+            if (job_class := self.requests[p.id].job_class) is not None
+            and any(g.uuid in wanted for n in p.nodes for g in n.gpus)
+        ]
+
+    async def record_degraded(
+        self, placement: Placement, slow: Sequence[SlowGpu], now_ms: int
+    ) -> list[SlowGpu]:
+        stored = self.placements.get(placement.id)
+        if stored is None or not stored.is_live:
+            return []
+        new = [g for g in slow if (placement.id, g.uuid, g.source) not in self.degraded]
+        self.degraded.update((placement.id, g.uuid, g.source) for g in new)
+        if new:
+            self.events.append(degraded_event(placement, new, now_ms))
+        return new
 
     async def quotas(self) -> dict[str, Quota]:
         return dict(self.quota_rows)

@@ -1,29 +1,42 @@
-"""Keeps the fleet view current from the compacted scores topic.
+"""Keeps the fleet view current from the compacted scores and learned speeds topics.
 
 No consumer group: every replica reads every partition from the beginning, so a fresh
 start rebuilds the whole fleet's state, then follows new records. ``caught_up`` turns
-true once every partition has been read up to where it ended when we started.
+true once every partition has been read up to where it ended when we started. A record
+that fails validation is counted and logged, not dead-lettered: the topic is compacted,
+so every replica, on every start, would dead-letter it again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from fairlane_events.codec import DecodeError, decode
-from fairlane_events.records import GpuScore
-from fairlane_events.topics import GPU_SCORES
+from fairlane_events.records import GpuScore, GpuSpeed, Record
+from fairlane_events.topics import GPU_SCORES, GPU_SPEEDS
 from fairlane_runtime.errors import ServerUnavailableError
 from fairlane_runtime.kafka import kafka_admin, topic_partitions
 from fairlane_runtime.kafka_security import PLAINTEXT, KafkaSecurity
 from fairlane_scheduler.core.fleet import FleetView
 
-__all__ = ["ScoresFollower", "read_from_beginning", "stop_following"]
+__all__ = [
+    "FollowerCollector",
+    "ScoresFollower",
+    "SpeedsFollower",
+    "TopicFollower",
+    "read_from_beginning",
+    "stop_following",
+]
 
 log = logging.getLogger("fairlane.scheduler.scores")
+R = TypeVar("R", bound=Record)
 
 
 async def read_from_beginning(
@@ -62,19 +75,33 @@ async def stop_following(
         await consumer.stop()
 
 
-class ScoresFollower:
+class TopicFollower(Generic[R]):
+    """Reads one compacted topic of ``record_type`` into ``apply`` (which says whether it
+    took the record: False for one older than what it holds)."""
+
     def __init__(
-        self, bootstrap: str, fleet: FleetView, *, security: KafkaSecurity = PLAINTEXT
+        self,
+        bootstrap: str,
+        topic: str,
+        record_type: type[R],
+        apply: Callable[[R], bool],
+        *,
+        security: KafkaSecurity = PLAINTEXT,
     ) -> None:
         self._bootstrap = bootstrap
         self._security = security
-        self._fleet = fleet
+        self.topic = topic
+        self._record_type = record_type
+        self._apply = apply
         self._consumer: AIOKafkaConsumer | None = None
         self._task: asyncio.Task[None] | None = None
         self._pending: dict[TopicPartition, int] = {}  # end offsets still to reach
+        self.applied = 0  # records taken
+        self.older = 0  # valid records older than what the view holds
         self.rejected = 0
-        #: Tombstones read: deletes on the compacted topic, not bad records. The GPU's
-        #: last score stays and goes stale like that of any GPU that stops reporting.
+        #: Tombstones read: deletes on the compacted topic, not bad records. What the
+        #: view holds stays (a GPU's last score goes stale like that of any GPU that
+        #: stops reporting).
         self.deleted = 0
         #: Called after each batch of records is applied: the extender's node summaries
         #: catch up here, off the request path (kube/wiring.py).
@@ -88,12 +115,12 @@ class ScoresFollower:
 
     async def start(self) -> None:
         consumer, partitions = await read_from_beginning(
-            self._bootstrap, GPU_SCORES, security=self._security
+            self._bootstrap, self.topic, security=self._security
         )
         ends = await consumer.end_offsets(partitions)
         self._pending = {tp: end for tp, end in ends.items() if end > 0}
         self._consumer = consumer
-        self._task = asyncio.create_task(self._follow(consumer), name="scores-follower")
+        self._task = asyncio.create_task(self._follow(consumer), name=f"{self.topic} follower")
         if not self._pending:
             self.caught_up_event.set()
 
@@ -109,12 +136,15 @@ class ScoresFollower:
                         self.deleted += 1
                         continue
                     try:
-                        self._fleet.apply(decode(GpuScore, message.value))
+                        record = decode(self._record_type, message.value)
                     except DecodeError as exc:
                         self.rejected += 1
-                        log.warning(
-                            "ignored bad score record at %s@%d: %s", tp, message.offset, exc
-                        )
+                        log.warning("ignored bad record at %s@%d: %s", tp, message.offset, exc)
+                        continue
+                    if self._apply(record):
+                        self.applied += 1
+                    else:
+                        self.older += 1
             if batches and self.after_batch is not None:
                 try:
                     self.after_batch()
@@ -125,3 +155,41 @@ class ScoresFollower:
                     del self._pending[tp]
                     if not self._pending:
                         self.caught_up_event.set()
+
+
+class ScoresFollower(TopicFollower[GpuScore]):
+    """``fairlane.gpu-scores.v1`` into the fleet view."""
+
+    def __init__(
+        self, bootstrap: str, fleet: FleetView, *, security: KafkaSecurity = PLAINTEXT
+    ) -> None:
+        super().__init__(bootstrap, GPU_SCORES, GpuScore, fleet.apply, security=security)
+
+
+class SpeedsFollower(TopicFollower[GpuSpeed]):
+    """``fairlane.gpu-speeds.v1`` into the fleet view's learned speeds."""
+
+    def __init__(
+        self, bootstrap: str, fleet: FleetView, *, security: KafkaSecurity = PLAINTEXT
+    ) -> None:
+        super().__init__(bootstrap, GPU_SPEEDS, GpuSpeed, fleet.apply_speed, security=security)
+
+
+class FollowerCollector(Collector):
+    """``fairlane_scheduler_topic_records_total{topic,outcome}``: what each follower read,
+    by outcome (applied, older than held, rejected as invalid, deleted: a tombstone)."""
+
+    def __init__(self, scores: ScoresFollower, speeds: SpeedsFollower) -> None:
+        self.scores, self.speeds = scores, speeds
+        self.followers: tuple[TopicFollower[Any], ...] = (scores, speeds)
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "fairlane_scheduler_topic_records",
+            "records the scheduler read from a compacted topic it follows, by outcome",
+            labels=["topic", "outcome"],
+        )
+        for follower in self.followers:
+            for outcome in ("applied", "older", "rejected", "deleted"):
+                family.add_metric([follower.topic, outcome], getattr(follower, outcome))
+        yield family

@@ -16,6 +16,8 @@ from typing import Any
 import asyncpg
 import orjson
 
+from fairlane_events.codec import encode
+from fairlane_events.records import SlowGpu
 from fairlane_scheduler.adapters.pg_pool import POSTGRES_UNAVAILABLE
 from fairlane_scheduler.adapters.pg_rows import (
     lease_of,
@@ -25,6 +27,7 @@ from fairlane_scheduler.adapters.pg_rows import (
     utc,
     write_args,
 )
+from fairlane_scheduler.core.degraded import degraded_event
 from fairlane_scheduler.core.ledger import Holding
 from fairlane_scheduler.core.master_port import PortRange
 from fairlane_scheduler.core.placements import (
@@ -51,6 +54,18 @@ _HOLDINGS = """SELECT p.id::text AS id, p.namespace, p.master_node, p.master_por
            array_agg(a.model ORDER BY a.gpu_uuid) AS models
     FROM placements p JOIN allocations a ON a.placement_id = p.id AND a.live
     WHERE p.id = ANY ($1::uuid[]) AND p.state = 'placed' GROUP BY p.id"""
+_LIVE_WITH_CLASS = """SELECT p.*, p.request->>'job_class' AS job_class FROM placements p
+    WHERE p.state = 'placed' AND p.request->>'job_class' IS NOT NULL AND EXISTS (
+        SELECT 1 FROM allocations a
+        WHERE a.live AND a.placement_id = p.id AND a.gpu_uuid = ANY ($1::text[]))"""
+# Only rows this transaction inserts come back: another replica's (or an earlier run's)
+# announcement of the same (placement, GPU, source) is not announced again; a placement
+# no longer live announces nothing.
+_RECORD_DEGRADED = """INSERT INTO degraded_gpus
+        (placement_id, gpu_uuid, source, speed, announced_at)
+    SELECT $1::uuid, u, s, v, $5 FROM unnest($2::text[], $3::text[], $4::float8[]) AS t(u, s, v)
+    WHERE EXISTS (SELECT 1 FROM placements WHERE id = $1::uuid AND state = 'placed')
+    ON CONFLICT DO NOTHING RETURNING gpu_uuid, source"""
 
 
 def _place_args(placement: Placement, request: PlacementRequest) -> list[Any]:
@@ -215,6 +230,33 @@ class PostgresStore:
             )
             for r in await self._fetch(_HOLDINGS, list(ids))
         ]
+
+    async def live_with_class(self, gpus: Collection[str]) -> list[tuple[Placement, str]]:
+        rows = await self._fetch(_LIVE_WITH_CLASS, list(gpus))
+        return [(placement_of(r), r["job_class"]) for r in rows]
+
+    async def record_degraded(
+        self, placement: Placement, slow: Sequence[SlowGpu], now_ms: int
+    ) -> list[SlowGpu]:
+        async with self._conn() as conn, conn.transaction():
+            rows = await conn.fetch(
+                _RECORD_DEGRADED,
+                placement.id,
+                [g.uuid for g in slow],
+                [g.source for g in slow],
+                [g.speed for g in slow],
+                utc(now_ms),
+            )
+            inserted = {(r["gpu_uuid"], r["source"]) for r in rows}
+            new = [g for g in slow if (g.uuid, g.source) in inserted]
+            if new:
+                event = encode(degraded_event(placement, new, now_ms)).decode()
+                await conn.execute(
+                    "INSERT INTO outbox (placement_id, payload) VALUES ($1::uuid, $2::jsonb)",
+                    placement.id,
+                    event,
+                )
+        return new
 
     async def quotas(self) -> dict[str, Quota]:
         return {r["namespace"]: quota_of(r) for r in await self._fetch("SELECT * FROM quotas")}

@@ -32,6 +32,7 @@ class SchedulerMetrics:
     outbox_backlog: Gauge
     pending: Gauge
     conflicts: Gauge
+    degraded: Counter  # slow GPUs of running placements announced, by source
 
     @classmethod
     def create(cls) -> SchedulerMetrics:
@@ -73,6 +74,12 @@ class SchedulerMetrics:
                 "fairlane_scheduler_conflicts",
                 "writes Postgres refused since start: a GPU or port another replica held "
                 "first (each retried on a resynchronised view)",
+                registry=r,
+            ),
+            degraded=Counter(
+                "fairlane_scheduler_degraded_gpus",
+                "slow GPUs of running placements this replica announced in a degraded event",
+                ["source"],
                 registry=r,
             ),
         )

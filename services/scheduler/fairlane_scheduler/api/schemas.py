@@ -11,7 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchem
 
 from fairlane_events.gpu_models import CATALOG, find_model
 from fairlane_events.json_numbers import AS_INT
-from fairlane_events.records import NodeAssignment
+from fairlane_events.records import JobClass, NodeAssignment
 from fairlane_scheduler.core.placements import Placement, PlacementRequest
 
 __all__ = ["PlacementIn", "PlacementOut", "PlacementPage", "RenewIn", "placement_json"]
@@ -65,12 +65,18 @@ class PlacementIn(BaseModel):
     priority: Annotated[int, Field(ge=-1000, le=1000), AS_INT] = Field(
         0, description="pending requests are placed by priority, then age"
     )
+    job_class: JobClass | None = Field(
+        None,
+        description="the kind of work, as the job reports its progress: placed by score x "
+        "the GPUs' learned speeds under it, and told (a degraded event) when one turns slow",
+    )
 
     def canonical_json(self, namespace: str) -> bytes:
-        """The body in ``namespace`` (the token's when the body names none), keys sorted."""
-        return orjson.dumps(
-            {**self.model_dump(mode="json"), "namespace": namespace}, option=orjson.OPT_SORT_KEYS
-        )
+        """The body in ``namespace`` (the token's when the body names none), keys sorted;
+        without ``job_class`` when it is not given, so a request's fingerprint is the one
+        it had before the field existed."""
+        body = self.model_dump(mode="json", exclude=None if self.job_class else {"job_class"})
+        return orjson.dumps({**body, "namespace": namespace}, option=orjson.OPT_SORT_KEYS)
 
     def to_core(self, namespace: str) -> PlacementRequest:
         """The core request in ``namespace``, resolved by the caller (``self.namespace``,
@@ -90,6 +96,7 @@ class PlacementIn(BaseModel):
             policy=self.policy,
             queue=self.queue,
             priority=self.priority,
+            job_class=self.job_class,
         )
 
 

@@ -51,6 +51,7 @@ def decide(
         min_gpu_memory_gib=request.min_gpu_memory_gib,
         models=request.models,
         policy=request.policy,
+        job_class=request.job_class,
     )
     if quota is not None:
         shape = replace(shape, models=_allowed_models(request, shape, quota, ledger, fleet))

@@ -4,7 +4,8 @@ of ranking every candidate of the fleet on each call.
 
 ``choose`` (core/placement.py) judges every GPU and ranks every node that fits, ~1 ms at
 100k GPUs (12,500 nodes) even from the per-node summaries. Here each *ranking* holds, for
-one shape (GPUs per node, packing, models, memory, the job's own model speeds), every
+one shape (GPUs per node, packing, models, memory, the job's own model speeds, its job
+class), every
 node that fits it, in a sorted list keyed by the same keys ``rank_nodes`` sorts by
 (``rank_keys``: the last is the node name's rank, so no two nodes tie). Before a
 decision it revisits the nodes the summaries recomputed since it last looked (a record,
@@ -60,7 +61,7 @@ class _Ranking:
     """The nodes that fit one shape, best first."""
 
     def __init__(
-        self, shape: JobShape, resolution: float, share: ReplicaShare, few_nodes: int
+        self, shape: JobShape, resolution: tuple[float, float], share: ReplicaShare, few_nodes: int
     ) -> None:
         self.shape = replace(shape, nodes=1)  # any gang reads the same ranking
         self.resolution, self.share = resolution, share
@@ -72,8 +73,11 @@ class _Ranking:
         self._refreshes = -1  # summaries.refreshes when last brought up to date
         self._relayouts = -1
         #: A node's fit for the shape reads its summary alone (no model or memory limit
-        #: to judge GPU by GPU: core/placement_summary.py).
-        self._by_summary_alone = shape.models is None and shape.min_gpu_memory_gib is None
+        #: to judge GPU by GPU, no class whose learned speeds reorder a node's GPUs:
+        #: core/placement_summary.py).
+        self._by_summary_alone = (
+            shape.models is None and shape.min_gpu_memory_gib is None and shape.job_class is None
+        )
 
     def catch_up(self, fleet: FleetView, summaries: NodeSummaries) -> None:
         """Re-rank the nodes the summaries recomputed since the last call (all of them
@@ -182,17 +186,20 @@ class NodeRankings:
         """``choose(fleet, shape, policy, fleet.held_rows(), now_ms)``, read from the
         ranking of ``shape``."""
         self.summaries.refresh(fleet, policy, now_ms)
-        ranking = self._ranking(shape, policy.capacity_resolution, policy.share)
+        resolution = (policy.capacity_resolution, policy.speed_resolution)
+        ranking = self._ranking(shape, resolution, policy.share)
         ranking.catch_up(fleet, self.summaries)
         best = ranking.head(fleet, shape.nodes)
         if best is None:
             return choose(fleet, shape, policy, fleet.held_rows(), now_ms)
         return best
 
-    def _ranking(self, shape: JobShape, resolution: float, share: ReplicaShare) -> _Ranking:
+    def _ranking(
+        self, shape: JobShape, resolution: tuple[float, float], share: ReplicaShare
+    ) -> _Ranking:
         speeds = None if shape.model_speeds is None else tuple(sorted(shape.model_speeds.items()))
-        memory = shape.min_gpu_memory_gib
-        key = (shape.gpus_per_node, shape.policy, shape.models, memory, speeds, resolution, share)
+        wanted = (shape.gpus_per_node, shape.policy, shape.models, shape.min_gpu_memory_gib)
+        key = (*wanted, speeds, shape.job_class, resolution, share)
         ranking = self._rankings.get(key)
         if ranking is None:
             ranking = self._rankings[key] = _Ranking(shape, resolution, share, self._few_ranked)

@@ -7,7 +7,9 @@ multi-node job is a gang, all nodes or none. Between nodes:
 
 - ``fastest``: a synchronous gang runs at its slowest GPU, so take the nodes whose best
   GPUs have the highest minimum effective capacity (that maximises the gang's minimum);
-  effective capacity is score x model speed, the job's own per-model speeds when given;
+  effective capacity is score x model speed, the job's own per-model speeds when given,
+  x the GPU's learned speed under the job's class when the job names one (then "best"
+  within a node means best score x learned speed, too);
 - ``binpack``: fill partly used nodes first (fewest free GPUs), keep whole nodes free;
 - ``spread``: the least used nodes first.
 
@@ -43,6 +45,7 @@ __all__ = [
     "choose",
     "chosen",
     "effective_capacity",
+    "learned_speeds",
     "packing_keys",
     "qualifying",
     "rank_keys",
@@ -71,6 +74,9 @@ class JobShape:
     #: measured steps/s): effective capacity = score x it, instead of the catalogue's
     #: one-number prior. Models it does not name count as 0 (never preferred).
     model_speeds: Mapping[str, float] | None = None
+    #: The job's class (``fairlane.gpu-speeds.v1``): effective capacity is then x each
+    #: GPU's learned speed under it (1.0 where nothing is learned). None: scores alone.
+    job_class: str | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,11 @@ class PlacementPolicy:
     #: and ranking by them scattered jobs and fragmented nodes (docs/evaluation.md).
     #: 0: rank by the exact value.
     capacity_resolution: float = 0.1
+    #: With a job class, gangs in one capacity step are ranked next by their slowest
+    #: GPU's learned speed, rounded to steps of this size: a learned factor of 0.92 is
+    #: inside the score's 0.1 step, yet a measured 8 % (docs/scheduler.md). Rounded, not
+    #: floored, so the typical GPUs' 1.0 +- noise stay one step. 0: the capacity alone.
+    speed_resolution: float = 0.05
     #: This scheduler replica's share of the nodes, preferred among equally good ones.
     share: ReplicaShare = ALONE
 
@@ -186,11 +197,15 @@ def rejections(masks: list[tuple[str, npt.NDArray[np.bool_]]], n: int) -> Counte
 
 
 def best_per_node(
-    fleet: FleetView, ok: npt.NDArray[np.bool_], per_node: int
+    fleet: FleetView,
+    ok: npt.NDArray[np.bool_],
+    per_node: int,
+    speeds: npt.NDArray[np.float64] | None = None,
 ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], int]:
     """Nodes with at least ``per_node`` qualifying rows, their best rows (nodes x per_node,
-    best score first), and how many qualifying rows sit on nodes with too few."""
-    order = fleet.rows_by_node()
+    best score first; best score x ``speeds``, a class's learned speeds, when given), and
+    how many qualifying rows sit on nodes with too few."""
+    order = fleet.rows_by_node(speeds)
     rows = order[ok[order]]
     nodes = fleet.node[rows]
     if len(rows):
@@ -223,11 +238,21 @@ def choose(
     return result
 
 
+def learned_speeds(
+    fleet: FleetView, shape: JobShape, rows: npt.NDArray[np.intp]
+) -> npt.NDArray[np.float64] | None:
+    """These rows' learned speeds under the job's class; None without a class or with
+    nothing learned under it (1.0 everywhere)."""
+    column = fleet.class_speeds(shape.job_class)
+    return None if column is None else column[rows]
+
+
 def effective_capacity(
     fleet: FleetView, shape: JobShape, rows: npt.NDArray[np.intp]
 ) -> npt.NDArray[np.float64]:
     """These rows' effective capacity for this job: score x the model's speed, the job's
-    own speeds when it gives them, else the catalogue's prior (the fleet's column)."""
+    own speeds when it gives them, else the catalogue's prior (the fleet's column), x
+    the learned speed under the job's class (:func:`learned_speeds`)."""
     if shape.model_speeds is None:
         speeds = None
     else:
@@ -235,7 +260,8 @@ def effective_capacity(
     capacity: npt.NDArray[np.float64] = (
         fleet.capacity[rows] if speeds is None else fleet.score[rows] * speeds[fleet.model[rows]]
     )
-    return capacity
+    learned = learned_speeds(fleet, shape, rows)
+    return capacity if learned is None else capacity * learned
 
 
 def _min_and_sum_by_row(
@@ -254,19 +280,22 @@ def _min_and_sum_by_row(
 def rank_keys(
     fleet: FleetView,
     shape: JobShape,
-    resolution: float,
+    resolution: tuple[float, float],
     candidates: NodeCandidates,
     *,
     share: ReplicaShare,
 ) -> tuple[list[npt.NDArray[np.float64] | npt.NDArray[np.intp]], npt.NDArray[np.float64]]:
     """The keys the packing ranks candidates by (the first the most significant, the
     smallest first; the last is the node name's rank, so no two candidates tie), and
-    each candidate's slowest GPU's effective capacity."""
+    each candidate's slowest GPU's effective capacity. ``resolution``: the capacity's
+    and the learned speed's (:class:`PlacementPolicy`)."""
     min_cap, total_cap = _min_and_sum_by_row(effective_capacity(fleet, shape, candidates.top))
+    learned = learned_speeds(fleet, shape, candidates.top)
     name_rank = fleet.name_rank()[candidates.node_ids]
     keys = packing_keys(
         shape.policy,
         resolution,
+        min_speed=None if learned is None else _min_and_sum_by_row(learned)[0],
         min_cap=min_cap,
         total_cap=total_cap,
         used=candidates.used,
@@ -285,8 +314,9 @@ def share_key(fleet: FleetView, share: ReplicaShare, nodes: Any) -> Any:
 
 def packing_keys(
     policy: Packing,
-    resolution: float,
+    resolution: tuple[float, float],
     *,
+    min_speed: Any = None,
     min_cap: Any,
     total_cap: Any,
     used: Any,
@@ -306,23 +336,32 @@ def packing_keys(
     replica never leaves the fastest step (the least used nodes) for its share, but
     among those it packs (spreads over) its own nodes first; replicas meet once a share
     has no node left in that step (with ``resolution`` 0 the step is the exact capacity,
-    which seldom ties, so ``fastest`` replicas still meet). ``binpack``: first, so each
+    which seldom ties, so ``fastest`` replicas still meet). ``min_speed``, each
+    candidate's slowest learned speed (None: no class), is ranked right after the
+    capacity step, in steps of the second ``resolution``, and ``fastest``'s share key
+    after it. ``binpack``: first, so each
     replica fills the nodes of its share before it touches another's. After the fewest
     free GPUs it would break few ties: every replica sees the same most-packed node and
     takes it, the collision it is there to avoid. The price is up to one partly used
     node per replica instead of one in all.
     """
     free = (size - used) * 1.0
-    if resolution > 0:
+    capacity_step, speed_step = resolution
+    share_at = 0 if policy == "binpack" else 1
+    if capacity_step > 0:
         # Capacities inside one resolution step are equal; equally fast gangs are packed.
-        step = -floor(min_cap / resolution + 1e-9)
-        by = {"fastest": [step, free], "binpack": [free, step], "spread": [used / size, step]}
+        steps = [-floor(min_cap / capacity_step + 1e-9)]
+        if min_speed is not None:
+            # Learned speeds round to the nearest step: 1.0 +- noise is one step.
+            steps.append(-floor(min_speed / speed_step + 0.5) if speed_step > 0 else -min_speed)
+            share_at += policy == "fastest"
+        by = {"fastest": [*steps, free], "binpack": [free, *steps], "spread": [used / size, *steps]}
         keys = by[policy]
     else:
         first = {"fastest": -min_cap, "binpack": free, "spread": used / size}
         keys = [first[policy], -min_cap, -total_cap]
     if others is not None:
-        keys.insert(0 if policy == "binpack" else 1, others)
+        keys.insert(share_at, others)
     return [*keys, name_rank]
 
 
@@ -348,7 +387,7 @@ def rank_nodes(
     candidates: NodeCandidates,
 ) -> Choice:
     """The gang of ``shape.nodes`` candidates the packing prefers (at least that many)."""
-    resolution = policy.capacity_resolution
+    resolution = (policy.capacity_resolution, policy.speed_resolution)
     keys, min_cap = rank_keys(fleet, shape, resolution, candidates, share=policy.share)
     order = smallest_by(keys, shape.nodes)
     return chosen(fleet, candidates.node_ids[order], candidates.top[order], min_cap[order])
@@ -362,7 +401,8 @@ def _choose(
     policy: PlacementPolicy,
 ) -> Choice | NoPlacement:
     n, per_node = len(fleet), shape.gpus_per_node
-    node_ids, top, short = best_per_node(fleet, qualifying(masks, n), per_node)
+    speeds = fleet.class_speeds(shape.job_class)
+    node_ids, top, short = best_per_node(fleet, qualifying(masks, n), per_node, speeds)
     if len(node_ids) < shape.nodes:
         rejected = rejections(masks, n)
         if short:

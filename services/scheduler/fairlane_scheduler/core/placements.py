@@ -41,6 +41,9 @@ class PlacementRequest:
     policy: Packing = "fastest"
     queue: bool = False  # wait (pending) instead of failing when nothing fits now
     priority: int = 0  # pending requests are placed by priority, then age
+    #: The kind of work (fairlane.gpu-speeds.v1's job class): placed by score x the GPUs'
+    #: learned speeds under it, and told (``degraded``) when one of its GPUs turns slow.
+    job_class: str | None = None
 
 
 def request_to_json(request: PlacementRequest) -> bytes:

@@ -1,0 +1,102 @@
+"""Which GPUs of running placements turned slow (pure): the decision behind the
+``degraded`` event on ``fairlane.placements.v1``, which tells a job's launcher to
+checkpoint and move.
+
+A GPU of a placement with a job class is slow
+
+- by what was *learned* when the upper end of its learned speed's 95 % interval under
+  the placement's class is below ``DegradedPolicy.speed``: confidently that much slower
+  than its model's typical GPU, not a noisy estimate around it;
+- by its *score* when its latest fresh score is below the placement threshold (the GPU
+  would not be chosen now; held, its load is masked, so this is its health).
+
+The store records each (placement, GPU, source) it announced, so the event is said once
+per such triple whatever the replicas and restarts (adapters/store.py); this module
+only finds candidates, and a round costs a pass over the held GPUs, not the placements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from fairlane_events.records import GpuSpeed, PlacementEvent, SlowGpu
+from fairlane_scheduler.core.fleet import FleetView
+from fairlane_scheduler.core.placements import Placement
+
+__all__ = ["DegradedPolicy", "degraded_event", "slow_gpus", "suspects"]
+
+
+@dataclass(frozen=True)
+class DegradedPolicy:
+    """``speed``: a learned speed whose 95 % upper bound is below this is slow (0.85: a
+    synchronous gang loses at least 15 % to it, which outweighs a checkpoint and a move;
+    the learner's per-report noise is ~3 %). ``threshold``: the placement threshold;
+    ``stale_after_s``: an older score says nothing. 0 turns ``speed`` off."""
+
+    speed: float = 0.85
+    threshold: float = 0.65
+    stale_after_s: float = 180.0
+
+
+def suspects(fleet: FleetView, policy: DegradedPolicy, now_ms: int) -> set[str]:
+    """Held GPUs slow under some class or by score: the only ones whose placements need
+    looking up."""
+    n = len(fleet)
+    held = fleet.held[:n]
+    fresh = ~fleet.stale[:n] & (fleet.ts_ms[:n] >= now_ms - policy.stale_after_s * 1000)
+    low = np.flatnonzero(held & fresh & (fleet.score[:n] < policy.threshold))
+    found = {fleet.uuids[r] for r in low.tolist()}
+    for uuid, by_class in fleet.speed_records.items():
+        row = fleet.row.get(uuid)
+        if row is not None and held[row] and _any_slow(by_class.values(), policy.speed):
+            found.add(uuid)
+    return found
+
+
+def _any_slow(speeds: Iterable[GpuSpeed], limit: float) -> bool:
+    return any(speed.high < limit for speed in speeds)
+
+
+def slow_gpus(
+    fleet: FleetView,
+    placement: Placement,
+    job_class: str,
+    policy: DegradedPolicy,
+    now_ms: int,
+) -> list[SlowGpu]:
+    """The placement's GPUs slow now, each by each source that says so (learned first),
+    in the placement's node and GPU order."""
+    found = []
+    stale_before_ms = now_ms - policy.stale_after_s * 1000
+    for node in placement.nodes:
+        for gpu in node.gpus:
+            learned = fleet.speed_records.get(gpu.uuid, {}).get(job_class)
+            if learned is not None and learned.high < policy.speed:
+                slow = SlowGpu(uuid=gpu.uuid, node=node.node, speed=learned.speed, source="learned")
+                found.append(slow)
+            row = fleet.row.get(gpu.uuid)
+            if (
+                row is not None
+                and not fleet.stale[row]
+                and fleet.ts_ms[row] >= stale_before_ms
+                and (score := float(fleet.score[row])) < policy.threshold
+            ):
+                found.append(SlowGpu(uuid=gpu.uuid, node=node.node, speed=score, source="score"))
+    return found
+
+
+def degraded_event(placement: Placement, slow: list[SlowGpu], ts_ms: int) -> PlacementEvent:
+    """The ``degraded`` record of ``placement``: its assignment unchanged, ``slow``."""
+    return PlacementEvent(
+        placement_id=placement.id,
+        job_id=placement.job_id,
+        namespace=placement.namespace,
+        event="degraded",
+        ts_ms=ts_ms,
+        nodes=list(placement.nodes),
+        reason=", ".join(f"{s.uuid} {s.source} {s.speed:.3f}" for s in slow),
+        slow_gpus=slow,
+    )
