@@ -144,11 +144,12 @@ class DegradedWatcher:
         self._placement_id = placement_id
         self._on_degraded = on_degraded
         self._retry_s = retry_s
-        self.ready = asyncio.Event()
+        self.settled = asyncio.Event()  # positioned, or the first attempt failed
         self.skipped = 0
 
     async def run(self) -> None:
-        """Until cancelled; ``ready`` is set once positioned at the end of the partition."""
+        """Until cancelled. ``settled`` is set once positioned at the end of the partition,
+        or when the first attempt failed (the job need not wait for Kafka)."""
         warned = False
         while True:
             consumer = AIOKafkaConsumer(
@@ -161,6 +162,7 @@ class DegradedWatcher:
                 await asyncio.wait_for(consumer.start(), _START_TIMEOUT_S)
                 await self._follow(consumer)
             except _KAFKA_ERRORS as exc:
+                self.settled.set()
                 if not warned:
                     warned = True
                     log.warning(
@@ -184,7 +186,7 @@ class DegradedWatcher:
         consumer.assign([tp])
         await consumer.seek_to_end(tp)
         await consumer.position(tp)
-        self.ready.set()
+        self.settled.set()
         while True:
             batches = await consumer.getmany(tp, timeout_ms=500)
             for message in batches.get(tp, ()):

@@ -92,6 +92,7 @@ class _Run:
         self.lease_lost = False
         self.children = Children(())
         self.degraded_file = Path()
+        self.window_started = time.monotonic()
 
     def on_signal(self, signum: signal.Signals) -> None:
         log.warning("%s: stopping the job (grace %.0f s)", signum.name, self.spec.grace_s)
@@ -149,11 +150,12 @@ class _Run:
     async def report_forever(self, window: ProgressWindow, publisher: ProgressPublisher) -> None:
         while True:
             await asyncio.sleep(self.spec.window_s)
-            self.close_window(window, publisher, self.spec.window_s)
+            self.close_window(window, publisher)
 
-    def close_window(
-        self, window: ProgressWindow, publisher: ProgressPublisher, window_s: float
-    ) -> None:
+    def close_window(self, window: ProgressWindow, publisher: ProgressPublisher) -> None:
+        """The window since the last one closed, as one record offered to Kafka."""
+        now = time.monotonic()
+        window_s, self.window_started = now - self.window_started, now
         record = window.close(
             placement_id=self.placement.id,
             job_class=self.spec.job_class,
@@ -181,19 +183,16 @@ class _Run:
             transport, _ = await loop.create_datagram_endpoint(
                 lambda: _Receiver(window), family=socket.AF_UNIX, local_addr=sock_path
             )
-            tasks = [
-                asyncio.create_task(publisher.run()),
-                asyncio.create_task(watcher.run()),
-                asyncio.create_task(self.renew_forever(api)),
-                asyncio.create_task(self.report_forever(window, publisher)),
-            ]
-            started = time.monotonic()
+            publishing = asyncio.create_task(publisher.run())
+            watching = asyncio.create_task(watcher.run())
+            renewing = asyncio.create_task(self.renew_forever(api))
+            reporting = asyncio.create_task(self.report_forever(window, publisher))
             for signum in _FORWARDED:
                 loop.add_signal_handler(signum, self.on_signal, signum)
             try:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(
-                        _first(watcher.ready.wait(), self.stop.wait()), _WATCHER_READY_S
+                        _first(watcher.settled.wait(), self.stop.wait()), _WATCHER_READY_S
                     )
                 envs = [
                     node_env(
@@ -215,13 +214,17 @@ class _Run:
                 for signum in _FORWARDED:
                     loop.remove_signal_handler(signum)
                 await self.children.stop(signal.SIGKILL, 0)  # whatever an error left running
-                self.close_window(window, publisher, time.monotonic() - started)
-                for task in tasks[1:]:
-                    task.cancel()
+                self.close_window(window, publisher)
+                watching.cancel()
+                reporting.cancel()  # its last window is closed above
+                # The lease is still renewed while the last records go out.
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(publisher.drained(), _FLUSH_S)
-                tasks[0].cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+                publishing.cancel()
+                renewing.cancel()
+                await asyncio.gather(
+                    publishing, watching, renewing, reporting, return_exceptions=True
+                )
                 await publisher.close()
                 transport.close()
                 self._summary(window, publisher)

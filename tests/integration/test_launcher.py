@@ -1,0 +1,255 @@
+"""``fairlane run`` against a real scheduler process, Postgres and Kafka, running the
+numpy demo job (``python -m fairlane.demo``) whose ranks sleep by their GPU's hidden speed.
+
+The placement is never leaked: released when the job ends, on SIGTERM to the launcher,
+on SIGKILL of the job, and left to its lease (which then expires) when the scheduler is
+gone. Progress lands on the topic with the placement's own GPUs; a degraded event
+reaches the job as SIGUSR1 and a file."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from fairlane_events.codec import encode
+from fairlane_events.records import JobProgress, PlacementEvent, SlowGpu
+from fairlane_events.topics import PLACEMENTS
+from tests.launcher_harness import (
+    Launcher,
+    Scheduler,
+    launcher,
+    published_progress,
+    scheduler_process,
+    wait_until,
+)
+from tests.processes import free_port
+from tests.scheduler_harness import node_scores, publish
+from tests.servers import create_database
+
+pytestmark = pytest.mark.integration
+
+GPUS = 4
+BASE_S = 0.04
+SPEEDS = (1.0, 0.5, 1.0, 0.5)  # GPU i's hidden speed
+
+
+@pytest.fixture(scope="module")
+def node(kafka_bootstrap: str) -> str:
+    name = f"launch-{os.urandom(4).hex()}"
+    now = int(time.time() * 1000)
+    scores = node_scores(name, [("NVIDIA B200", 0.95, 180)] * GPUS, speed=6.0, ts_ms=now)
+    asyncio.run(publish(kafka_bootstrap, scores))
+    return name
+
+
+@pytest.fixture(scope="module")
+def module_database(postgres_dsn: str) -> str:
+    return asyncio.run(create_database(postgres_dsn))
+
+
+@pytest.fixture(scope="module")
+def scheduler(
+    kafka_bootstrap: str, module_database: str, node: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Scheduler]:
+    log = tmp_path_factory.mktemp("scheduler") / "scheduler.log"
+    with scheduler_process(kafka_bootstrap, module_database, log) as running:
+        yield running
+
+
+@pytest.fixture
+def env(kafka_bootstrap: str, scheduler: Scheduler, node: str, tmp_path: Path) -> dict[str, str]:
+    speeds = tmp_path / "speeds.json"
+    speeds.write_text(json.dumps({f"GPU-{node}-{i}": s for i, s in enumerate(SPEEDS)}))
+    return {
+        "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "FAIRLANE_SCHEDULER_URL": scheduler.url,
+        "FAIRLANE_DEMO_SPEEDS": str(speeds),
+        "FAIRLANE_RELEASE_TIMEOUT_S": "2",
+        "FAIRLANE_KAFKA_RETRY_S": "1",
+    }
+
+
+def run_args(*extra: str, gpus: int = 2) -> list[str]:
+    return ["--gpus", str(gpus), "--models", "B200", "--lease-s", "3", *extra]
+
+
+def demo(*args: str) -> list[str]:
+    """The demo job, announcing its pid first (the test may kill it)."""
+    line = " ".join(["exec", sys.executable, "-m", "fairlane.demo", *args])
+    return ["sh", "-c", f'echo "child pid $$"; {line}']
+
+
+def child_pid(run: Launcher) -> int:
+    line = next(ln for ln in run.wait_for("child pid ").splitlines() if "child pid " in ln)
+    return int(line.split()[-1])
+
+
+def assert_released(scheduler: Scheduler, placement_id: str) -> None:
+    assert scheduler.placement(placement_id)["state"] == "released"
+
+
+def test_the_job_gets_its_env_and_its_progress_is_published(
+    env: dict[str, str], scheduler: Scheduler, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    placement_id = run_demo_job(env, tmp_path)
+    check_env(scheduler, placement_id, tmp_path / "child.env")
+    records = asyncio.run(published_progress(kafka_bootstrap, placement_id))
+    check_progress(scheduler, placement_id, records)
+
+
+def run_demo_job(env: dict[str, str], tmp_path: Path) -> str:
+    """A two-GPU demo job of 40 steps: its placement id, once the launcher exited 0."""
+    seen = tmp_path / "child.env"
+    command = [
+        "sh",
+        "-c",
+        f"env > {seen}; exec {sys.executable} -m fairlane.demo --steps 40 --base-s {BASE_S}",
+    ]
+    with launcher(
+        [*run_args("--class", "demo-llm", "--window-s", "1"), "--", *command],
+        env,
+        tmp_path / "launcher.log",
+    ) as run:
+        placement_id = run.placement_id()
+        assert run.exit_code() == 0, run.text()
+    return placement_id
+
+
+def check_env(scheduler: Scheduler, placement_id: str, seen: Path) -> None:
+    child = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    placement = scheduler.placement(placement_id)
+    assert placement["state"] == "released"
+    (node,) = placement["nodes"]
+    assert {k: child[k] for k in ("CUDA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT")} == {
+        "CUDA_VISIBLE_DEVICES": node["cuda_visible_devices"],
+        "MASTER_ADDR": node["master_addr"],
+        "MASTER_PORT": str(node["master_port"]),
+    }
+    assert (child["NODE_RANK"], child["NNODES"], child["WORLD_SIZE"]) == ("0", "1", "2")
+    assert (child["FAIRLANE_PLACEMENT_ID"], child["FAIRLANE_JOB_CLASS"]) == (
+        placement_id,
+        "demo-llm",
+    )
+    assert child["FAIRLANE_GPU_UUIDS"] == ",".join(g["uuid"] for g in node["gpus"])
+
+
+def check_progress(scheduler: Scheduler, placement_id: str, records: list[JobProgress]) -> None:
+    """Every step of both ranks, each on its own GPU at that GPU's hidden speed."""
+    (node,) = scheduler.placement(placement_id)["nodes"]
+    uuids = [g["uuid"] for g in node["gpus"]]
+    for each in (0, 1):
+        assert sum(r.steps for rec in records for r in rec.ranks if r.rank == each) == 40
+    speed = {f"GPU-{node['node']}-{i}": s for i, s in enumerate(SPEEDS)}
+    for record in records:
+        assert record.job_class == "demo-llm"
+        assert {r.uuid for r in record.ranks} <= set(uuids)
+        for rank in record.ranks:
+            assert rank.uuid == uuids[rank.rank]  # rank i on the node's GPU i
+            # the rank's compute time is its GPU's: base / hidden speed (sleep overshoots)
+            assert BASE_S <= rank.compute_s_per_step * speed[rank.uuid] < BASE_S * 1.6
+
+
+def test_sigterm_to_the_launcher_stops_the_job_and_releases(
+    env: dict[str, str], scheduler: Scheduler, tmp_path: Path
+) -> None:
+    with launcher([*run_args(), "--", *demo("--steps", "0")], env, tmp_path / "l.log") as run:
+        placement_id = run.placement_id()
+        run.wait_for("fairlane.demo: running")
+        run.proc.send_signal(signal.SIGTERM)
+        assert run.exit_code() == 0, run.text()  # the demo stops cleanly on SIGTERM
+    assert "fairlane.demo: stopped=True" in run.text()
+    assert_released(scheduler, placement_id)
+
+
+def test_sigkill_of_the_job_releases_and_exits_137(
+    env: dict[str, str], scheduler: Scheduler, tmp_path: Path
+) -> None:
+    with launcher([*run_args(), "--", *demo("--steps", "0")], env, tmp_path / "l.log") as run:
+        placement_id = run.placement_id()
+        run.wait_for("fairlane.demo: running")
+        os.kill(child_pid(run), signal.SIGKILL)
+        assert run.exit_code() == 128 + signal.SIGKILL, run.text()
+    assert_released(scheduler, placement_id)
+
+
+def test_a_degraded_event_reaches_the_job_as_sigusr1_and_a_file(
+    env: dict[str, str], scheduler: Scheduler, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    args = [*run_args(gpus=1), "--", *demo("--steps", "0", "--exit-on-degraded")]
+    with launcher(args, env, tmp_path / "l.log") as run:
+        placement_id = run.placement_id()
+        run.wait_for("fairlane.demo: running")
+        placement = scheduler.placement(placement_id)
+        (node,) = placement["nodes"]
+        uuid = node["gpus"][0]["uuid"]
+        event = PlacementEvent(
+            placement_id=placement_id,
+            job_id=str(placement["job_id"]),
+            namespace=str(placement["namespace"]),
+            event="degraded",
+            ts_ms=int(time.time() * 1000),
+            nodes=[],
+            slow_gpus=[SlowGpu(uuid=uuid, node=node["node"], speed=0.5, source="learned")],
+        )
+        asyncio.run(publish_event(kafka_bootstrap, event))
+        assert run.exit_code() == 0, run.text()
+    text = run.text()
+    assert f"fairlane.demo: degraded: {uuid}=0.50" in text
+    assert f"fairlane: warning: placement {placement_id} degraded: {uuid} on" in text
+    assert_released(scheduler, placement_id)
+
+
+async def publish_event(bootstrap: str, event: PlacementEvent) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(PLACEMENTS, encode(event), key=event.placement_id.encode())
+    finally:
+        await producer.stop()
+
+
+def test_kafka_away_never_fails_the_job(
+    env: dict[str, str], scheduler: Scheduler, tmp_path: Path
+) -> None:
+    env = {**env, "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}"}
+    args = [*run_args("--window-s", "0.5"), "--", *demo("--steps", "20", "--base-s", "0.02")]
+    with launcher(args, env, tmp_path / "l.log") as run:
+        placement_id = run.placement_id()
+        assert run.exit_code() == 0, run.text()
+    text = run.text()
+    assert text.count("Kafka is not reachable at") == 1, text
+    assert text.count("cannot read degraded events") == 1, text
+    assert "Traceback" not in text
+    assert_released(scheduler, placement_id)
+
+
+def test_the_scheduler_gone_leaves_the_placement_to_its_lease(
+    env: dict[str, str],
+    scheduler: Scheduler,
+    kafka_bootstrap: str,
+    module_database: str,
+    tmp_path: Path,
+) -> None:
+    with scheduler_process(kafka_bootstrap, module_database, tmp_path / "s2.log") as doomed:
+        env = {**env, "FAIRLANE_SCHEDULER_URL": doomed.url}
+        with launcher([*run_args(), "--", *demo("--steps", "0")], env, tmp_path / "l.log") as run:
+            placement_id = run.placement_id()
+            run.wait_for("fairlane.demo: running")
+            doomed.proc.kill()
+            run.wait_for(f"fairlane: warning: cannot renew {placement_id}")
+            run.proc.send_signal(signal.SIGTERM)
+            assert run.exit_code() == 0, run.text()
+    text = run.text()
+    assert "Traceback" not in text
+    assert f"fairlane: error: could not release {placement_id} (" in text
+    assert "its lease expires at 20" in text
+    wait_until(lambda: scheduler.placement(placement_id)["state"] == "expired", "lease expiry")
