@@ -14,8 +14,8 @@ from aiokafka import AIOKafkaProducer
 from fastapi import FastAPI
 
 from fairlane_events.codec import encode
-from fairlane_events.records import GpuScore
-from fairlane_events.topics import GPU_SCORES
+from fairlane_events.records import GpuScore, GpuSpeed
+from fairlane_events.topics import GPU_SCORES, GPU_SPEEDS
 from fairlane_scheduler.app import create_app
 from fairlane_scheduler.settings import SchedulerSettings
 from tests.factories import GIB, gpu_score
@@ -62,12 +62,22 @@ def node_scores(
     ]
 
 
-async def publish(bootstrap: str, records: Iterable[GpuScore]) -> None:
-    """Onto the scores topic, keyed by uuid: sent together, then every send awaited."""
+def _topic_and_key(record: GpuScore | GpuSpeed) -> tuple[str, bytes]:
+    if isinstance(record, GpuScore):
+        return GPU_SCORES, record.uuid.encode()
+    return GPU_SPEEDS, f"{record.uuid}/{record.job_class}".encode()
+
+
+async def publish(bootstrap: str, records: Iterable[GpuScore | GpuSpeed]) -> None:
+    """Scores onto the scores topic keyed by uuid, learned speeds onto theirs keyed by
+    uuid/class: sent together, then every send awaited."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await producer.start()
     try:
-        sent = [await producer.send(GPU_SCORES, encode(r), key=r.uuid.encode()) for r in records]
+        sent = []
+        for record in records:
+            topic, key = _topic_and_key(record)
+            sent.append(await producer.send(topic, encode(record), key=key))
         for delivery in sent:
             await delivery
     finally:
