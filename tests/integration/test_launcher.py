@@ -14,12 +14,17 @@ import os
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
 
+from fairlane.client import AsyncClient, Client
+from fairlane.errors import ApiError, UnreachableError
+from fairlane.models import PlacementRequest
 from fairlane_events.codec import encode
 from fairlane_events.records import JobProgress, PlacementEvent, SlowGpu
 from fairlane_events.topics import PLACEMENTS
@@ -33,32 +38,44 @@ from tests.launcher_harness import (
 )
 from tests.processes import free_port
 from tests.scheduler_harness import node_scores, publish
-from tests.servers import create_database
+from tests.servers import create_database, drop_database
 
 pytestmark = pytest.mark.integration
 
 GPUS = 4
 BASE_S = 0.04
-SPEEDS = (1.0, 0.5, 1.0, 0.5)  # GPU i's hidden speed
+SPEEDS = (1.0, 0.5, 1.0, 0.5)  # GPU i's hidden speed, on every node
+
+
+def hidden_speed(uuid: str) -> float:
+    """The hidden speed of ``GPU-<node>-<i>``."""
+    return SPEEDS[int(uuid.rsplit("-", 1)[1])]
 
 
 @pytest.fixture(scope="module")
-def node(kafka_bootstrap: str) -> str:
-    name = f"launch-{os.urandom(4).hex()}"
+def nodes(kafka_bootstrap: str) -> list[str]:
+    """Two nodes of the module's own, GPUS B200s each, all healthy."""
+    names = [f"launch-{os.urandom(4).hex()}" for _ in range(2)]
     now = int(time.time() * 1000)
-    scores = node_scores(name, [("NVIDIA B200", 0.95, 180)] * GPUS, speed=6.0, ts_ms=now)
+    gpus = [("NVIDIA B200", 0.95, 180.0)] * GPUS
+    scores = [s for name in names for s in node_scores(name, gpus, speed=6.0, ts_ms=now)]
     asyncio.run(publish(kafka_bootstrap, scores))
-    return name
+    return names
 
 
 @pytest.fixture(scope="module")
-def module_database(postgres_dsn: str) -> str:
-    return asyncio.run(create_database(postgres_dsn))
+def module_database(postgres_dsn: str) -> Iterator[str]:
+    url = asyncio.run(create_database(postgres_dsn))
+    yield url
+    asyncio.run(drop_database(postgres_dsn, url))
 
 
 @pytest.fixture(scope="module")
 def scheduler(
-    kafka_bootstrap: str, module_database: str, node: str, tmp_path_factory: pytest.TempPathFactory
+    kafka_bootstrap: str,
+    module_database: str,
+    nodes: list[str],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Scheduler]:
     log = tmp_path_factory.mktemp("scheduler") / "scheduler.log"
     with scheduler_process(kafka_bootstrap, module_database, log) as running:
@@ -66,9 +83,12 @@ def scheduler(
 
 
 @pytest.fixture
-def env(kafka_bootstrap: str, scheduler: Scheduler, node: str, tmp_path: Path) -> dict[str, str]:
+def env(
+    kafka_bootstrap: str, scheduler: Scheduler, nodes: list[str], tmp_path: Path
+) -> dict[str, str]:
     speeds = tmp_path / "speeds.json"
-    speeds.write_text(json.dumps({f"GPU-{node}-{i}": s for i, s in enumerate(SPEEDS)}))
+    uuids = [f"GPU-{name}-{i}" for name in nodes for i in range(GPUS)]
+    speeds.write_text(json.dumps({uuid: hidden_speed(uuid) for uuid in uuids}))
     return {
         "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
         "FAIRLANE_SCHEDULER_URL": scheduler.url,
@@ -103,7 +123,7 @@ def test_the_job_gets_its_env_and_its_progress_is_published(
     placement_id = run_demo_job(env, tmp_path)
     check_env(scheduler, placement_id, tmp_path / "child.env")
     records = asyncio.run(published_progress(kafka_bootstrap, placement_id))
-    check_progress(scheduler, placement_id, records)
+    check_progress(scheduler, placement_id, records, steps=40, job_class="demo-llm")
 
 
 def run_demo_job(env: dict[str, str], tmp_path: Path) -> str:
@@ -142,20 +162,55 @@ def check_env(scheduler: Scheduler, placement_id: str, seen: Path) -> None:
     assert child["FAIRLANE_GPU_UUIDS"] == ",".join(g["uuid"] for g in node["gpus"])
 
 
-def check_progress(scheduler: Scheduler, placement_id: str, records: list[JobProgress]) -> None:
-    """Every step of both ranks, each on its own GPU at that GPU's hidden speed."""
-    (node,) = scheduler.placement(placement_id)["nodes"]
-    uuids = [g["uuid"] for g in node["gpus"]]
-    for each in (0, 1):
-        assert sum(r.steps for rec in records for r in rec.ranks if r.rank == each) == 40
-    speed = {f"GPU-{node['node']}-{i}": s for i, s in enumerate(SPEEDS)}
+def placed_nodes(scheduler: Scheduler, placement_id: str) -> list[dict[str, Any]]:
+    """The placement's nodes in node-rank order."""
+    nodes: list[dict[str, Any]] = scheduler.placement(placement_id)["nodes"]
+    return sorted(nodes, key=lambda n: int(n["node_rank"]))
+
+
+def check_progress(
+    scheduler: Scheduler,
+    placement_id: str,
+    records: list[JobProgress],
+    *,
+    steps: int,
+    job_class: str,
+) -> None:
+    """Every step of every rank, each on its own GPU at that GPU's hidden speed."""
+    uuids = [g["uuid"] for n in placed_nodes(scheduler, placement_id) for g in n["gpus"]]
+    for each in range(len(uuids)):
+        assert sum(r.steps for rec in records for r in rec.ranks if r.rank == each) == steps
     for record in records:
-        assert record.job_class == "demo-llm"
-        assert {r.uuid for r in record.ranks} <= set(uuids)
+        assert record.job_class == job_class
         for rank in record.ranks:
-            assert rank.uuid == uuids[rank.rank]  # rank i on the node's GPU i
+            assert rank.uuid == uuids[rank.rank]  # rank i on the placement's GPU i
             # the rank's compute time is its GPU's: base / hidden speed (sleep overshoots)
-            assert BASE_S <= rank.compute_s_per_step * speed[rank.uuid] < BASE_S * 1.6
+            assert BASE_S <= rank.compute_s_per_step * hidden_speed(rank.uuid) < BASE_S * 1.6
+
+
+def test_a_gang_runs_one_child_per_node(
+    env: dict[str, str], scheduler: Scheduler, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    show = (
+        'echo "node $NODE_RANK/$NNODES $FAIRLANE_NODE rank $RANK of $WORLD_SIZE '
+        'at $MASTER_ADDR:$MASTER_PORT"'
+    )
+    job = f"{show}; exec {sys.executable} -m fairlane.demo --steps 10 --base-s {BASE_S}"
+    args = run_args("--nodes", "2", "--class", "gang", "--window-s", "1", gpus=1)
+    with launcher(
+        [*args, "--master-addr", "127.0.0.1", "--", "sh", "-c", job], env, tmp_path / "l.log"
+    ) as run:
+        placement_id = run.placement_id()
+        assert run.exit_code() == 0, run.text()
+    assert_released(scheduler, placement_id)
+    nodes = placed_nodes(scheduler, placement_id)
+    assert len({n["node"] for n in nodes}) == 2
+    port = nodes[0]["master_port"]
+    for n in nodes:
+        line = f"node {n['node_rank']}/2 {n['node']} rank {n['node_rank']} of 2 at 127.0.0.1:{port}"
+        assert line in run.text()
+    records = asyncio.run(published_progress(kafka_bootstrap, placement_id))
+    check_progress(scheduler, placement_id, records, steps=10, job_class="gang")
 
 
 def test_sigterm_to_the_launcher_stops_the_job_and_releases(
@@ -253,3 +308,41 @@ def test_the_scheduler_gone_leaves_the_placement_to_its_lease(
     assert f"fairlane: error: could not release {placement_id} (" in text
     assert "its lease expires at 20" in text
     wait_until(lambda: scheduler.placement(placement_id)["state"] == "expired", "lease expiry")
+
+
+def test_the_blocking_client_places_renews_and_releases(scheduler: Scheduler) -> None:
+    request = PlacementRequest(
+        job_id=f"client-{os.urandom(4).hex()}", gpus_per_node=1, models=["B200"], lease_s=30
+    )
+    with Client(scheduler.url) as api:
+        placement = api.place(request)
+        assert placement.state == "placed"
+        assert api.place(request) == placement  # the same request: the same placement
+        renewed = api.renew(placement.id, lease_s=60)
+        assert renewed.lease_expires_at_ms is not None
+        assert placement.lease_expires_at_ms is not None
+        assert renewed.lease_expires_at_ms > placement.lease_expires_at_ms
+        with pytest.raises(ApiError) as conflict:
+            api.place(request.model_copy(update={"gpus_per_node": 2}))
+        assert (conflict.value.status, conflict.value.code) == (409, "job_conflict")
+        assert not conflict.value.retryable
+        assert api.release(placement.id).state == "released"
+        assert api.release(placement.id).state == "released"  # idempotent
+        with pytest.raises(ApiError) as gone:
+            api.get(str(uuid.uuid4()))
+        assert gone.value.status == 404
+
+
+async def test_the_async_client_speaks_the_same_api(scheduler: Scheduler) -> None:
+    request = PlacementRequest(job_id=f"client-{os.urandom(4).hex()}", gpus_per_node=1)
+    async with AsyncClient(scheduler.url) as api:
+        placement = await api.place(request)
+        assert (await api.get(placement.id)).state == "placed"
+        assert placement.lease_expires_at_ms is None  # no lease asked: none given
+        assert (await api.release(placement.id)).state == "released"
+        with pytest.raises(ApiError) as not_live:
+            await api.renew(placement.id)
+        assert (not_live.value.status, not_live.value.code) == (409, "not_live")
+    async with AsyncClient(f"http://127.0.0.1:{free_port()}") as nobody:
+        with pytest.raises(UnreachableError):
+            await nobody.get(placement.id)
