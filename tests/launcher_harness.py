@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from fairlane.kafka_io import partition_of
-from fairlane_events.codec import decode
-from fairlane_events.records import JobProgress
-from fairlane_events.topics import JOB_PROGRESS, STREAM_PARTITIONS
+from fairlane_events.codec import decode, encode
+from fairlane_events.records import JobProgress, PlacementEvent
+from fairlane_events.topics import JOB_PROGRESS, PLACEMENTS, STREAM_PARTITIONS
 from tests.processes import free_port, service, wait_for_http
 
 
@@ -127,3 +127,13 @@ async def published_progress(bootstrap: str, placement_id: str) -> list[JobProgr
         return found
     finally:
         await consumer.stop()
+
+
+async def publish_event(bootstrap: str, event: PlacementEvent) -> None:
+    """One placement event, keyed by its placement id as the scheduler's outbox does."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(PLACEMENTS, encode(event), key=event.placement_id.encode())
+    finally:
+        await producer.stop()

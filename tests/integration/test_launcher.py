@@ -20,18 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaProducer
 
 from fairlane.client import AsyncClient, Client
 from fairlane.errors import ApiError, UnreachableError
 from fairlane.models import PlacementRequest
-from fairlane_events.codec import encode
 from fairlane_events.records import JobProgress, PlacementEvent, SlowGpu
-from fairlane_events.topics import PLACEMENTS
 from tests.launcher_harness import (
     Launcher,
     Scheduler,
     launcher,
+    publish_event,
     published_progress,
     scheduler_process,
     wait_until,
@@ -261,15 +259,6 @@ def test_a_degraded_event_reaches_the_job_as_sigusr1_and_a_file(
     assert f"fairlane.demo: degraded: {uuid}=0.50" in text
     assert f"fairlane: warning: placement {placement_id} degraded: {uuid} on" in text
     assert_released(scheduler, placement_id)
-
-
-async def publish_event(bootstrap: str, event: PlacementEvent) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
-    await producer.start()
-    try:
-        await producer.send_and_wait(PLACEMENTS, encode(event), key=event.placement_id.encode())
-    finally:
-        await producer.stop()
 
 
 def test_kafka_away_never_fails_the_job(
