@@ -4,7 +4,8 @@ running as processes on real Kafka and Postgres.
 
 The page logs in with the admin token, shows the simulated fleet, sees a GPU of the hot
 node go from free to below the threshold, then to cooling, without a reload, and
-shows a placement made through the API and a node sample the scorer dead-lettered.
+shows a placement made through the API, a node sample the scorer dead-lettered and a
+GPU's learned speed.
 It leaves a screenshot in docs/dashboard.png.
 """
 
@@ -22,7 +23,9 @@ from aiokafka import AIOKafkaProducer
 from playwright.async_api import Page, async_playwright
 
 from fairlane_events.topics import NODE_SAMPLES
+from tests.factories import gpu_speed
 from tests.live_stack import LiveStack, debian_tool, live_stack
+from tests.scheduler_harness import publish
 
 pytestmark = pytest.mark.e2e
 
@@ -157,10 +160,18 @@ async def test_the_dashboard_shows_the_fleet_live(
         timeout_s=30,
     )
 
-    # The breakdown and history of a throttled GPU, for the screenshot in the docs.
-    await page.click(f'[data-node="{hot_node}"] .cell >> nth=0')
+    # The breakdown, learned speed and history of a throttled GPU, for the screenshot in
+    # the docs. The speed is published as the scorer's learner would (issue 27).
+    first = page.locator(f'[data-node="{hot_node}"] .cell').first
+    uuid = await first.get_attribute("data-uuid")
+    assert uuid is not None
+    learned = gpu_speed(uuid=uuid, node=hot_node, model=MODEL, speed=0.71, high=0.78)
+    await publish(kafka_bootstrap, [learned.model_copy(update={"ts_ms": int(time.time() * 1000)})])
+    await first.click()
     await page.wait_for_selector("#chart canvas")
     assert "clock" in (await page.inner_text("#detail-components"))
+    await page.wait_for_selector("#detail-speeds:not([hidden])", timeout=30_000)
+    assert "bert\t0.710\t12\t0.80" in (await page.inner_text("#detail-speeds"))
     assert [e for e in errors if "401" not in e] == []
     if os.environ.get("FAIRLANE_DASHBOARD_SCREENSHOT", "1") == "1":
         await page.screenshot(path=str(ROOT / "docs/dashboard.png"), full_page=True)

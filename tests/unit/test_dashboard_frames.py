@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fairlane_scheduler.core.dashboard import ScoreHistory, cell, diff_frames
+from fairlane_scheduler.core.dashboard import ScoreHistory, diff_frames, rows_of
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
 from fairlane_scheduler.core.nodes import fleet_gpu_states, gpu_states
 from fairlane_scheduler.core.placement import PlacementPolicy
-from tests.factories import gpu_score
+from tests.factories import gpu_score, gpu_speed
 
 NOW = 1_700_000_000_000
 POLICY = PlacementPolicy(threshold=0.65, stale_after_s=60)
@@ -27,8 +27,7 @@ def fleet_of(*scores: tuple[str, int, float], **extra: object) -> FleetView:
 def rows(
     fleet: FleetView, allocated: frozenset[str] = frozenset(), now: int = NOW
 ) -> dict[str, list[dict[str, Any]]]:
-    states = fleet_gpu_states(fleet, allocated, POLICY, now)
-    return {node: [cell(g) for g in gpus] for node, gpus in states.items()}
+    return rows_of(fleet, fleet_gpu_states(fleet, allocated, POLICY, now))
 
 
 def test_fleet_states_are_the_per_node_api_answer_for_every_node() -> None:
@@ -92,3 +91,15 @@ def test_history_keeps_one_point_per_new_record_and_a_bounded_past() -> None:
         history.observe([gpu_score(uuid="GPU-x", score=score, ts_ms=NOW + ts)])
     assert history.of("GPU-x") == [(NOW + 2, 0.8), (NOW + 3, 0.7), (NOW + 4, 0.6)]
     assert history.of("GPU-unknown") is None
+
+
+def test_a_cell_shows_its_learned_speeds_per_class_and_their_change_is_a_diff() -> None:
+    fleet = fleet_of(("a", 0, 0.9), ("a", 1, 0.9))
+    before = rows(fleet)
+    assert "ls" not in before["a"][0]  # nothing learned: nothing on the wire
+    for job_class, speed, reports in (("bert", 0.8123, 14), ("resnet50", 1.02, 3)):
+        record = gpu_speed(uuid="GPU-a-0", node="a", job_class=job_class, speed=speed)
+        fleet.apply_speed(record.model_copy(update={"reports": reports, "confidence": 0.456}))
+    after = rows(fleet)
+    assert after["a"][0]["ls"] == {"bert": [0.812, 14, 0.46], "resnet50": [1.02, 3, 0.46]}
+    assert diff_frames(before, after) == ({"a": after["a"]}, [])

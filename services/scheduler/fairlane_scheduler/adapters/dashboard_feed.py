@@ -15,7 +15,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Map
 
 from fairlane_runtime.background import BackgroundLoop
 from fairlane_runtime.outage import OutageLog
-from fairlane_scheduler.core.dashboard import Frame, ScoreHistory, cell
+from fairlane_scheduler.core.dashboard import Frame, ScoreHistory, rows_of
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.nodes import fleet_gpu_states
 from fairlane_scheduler.core.placement import PlacementPolicy
@@ -73,7 +73,7 @@ class DashboardFeed(BackgroundLoop):
     async def _draw(self) -> None:
         now = self._clock_ms()
         states = fleet_gpu_states(self._fleet, self._allocated(), self.policy, now)
-        rows = {node: [cell(g) for g in gpus] for node, gpus in states.items()}
+        rows = rows_of(self._fleet, states)
         last = self.latest
         placements, pending = (last.placements, last.pending) if last else ((), ())
         try:

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fairlane_events.records import GpuScore
-from fairlane_scheduler.core.fleet import ScorePoint
+from fairlane_events.records import GpuScore, GpuSpeed
+from fairlane_scheduler.core.fleet import FleetView, ScorePoint
 from fairlane_scheduler.core.nodes import GpuState
 from fairlane_scheduler.core.placements import Placement
 
@@ -27,6 +27,7 @@ __all__ = [
     "diff_frames",
     "display_state",
     "placement_row",
+    "rows_of",
 ]
 
 Cell = dict[str, Any]
@@ -44,9 +45,11 @@ def display_state(gpu: GpuState) -> str:
     return _FILTER_STATES.get(gpu.state, gpu.state)
 
 
-def cell(gpu: GpuState) -> Cell:
-    """One GPU as the page draws it (short keys: 8,000 of these make the first frame)."""
-    return {
+def cell(gpu: GpuState, speeds: Mapping[str, GpuSpeed] | None = None) -> Cell:
+    """One GPU as the page draws it (short keys: 8,000 of these make the first frame);
+    ``speeds``: its learned speeds by job class, as ``ls``: class -> [speed, reports,
+    confidence] (absent when nothing is learned, as on most GPUs)."""
+    drawn = {
         "u": gpu.uuid,
         "i": gpu.index,
         "m": gpu.model,
@@ -56,6 +59,19 @@ def cell(gpu: GpuState) -> Cell:
         "r": gpu.readmit_at_ms,
         "c": {k: None if v is None else round(v, 3) for k, v in sorted(gpu.components.items())},
     }
+    if speeds:
+        drawn["ls"] = {
+            job_class: [round(s.speed, 3), s.reports, round(s.confidence, 2)]
+            for job_class, s in sorted(speeds.items())
+        }
+    return drawn
+
+
+def rows_of(fleet: FleetView, states: Mapping[str, Sequence[GpuState]]) -> Rows:
+    """Every node's cells, from the filter's states of its GPUs and the fleet's learned
+    speeds."""
+    learned = fleet.speed_records
+    return {node: [cell(g, learned.get(g.uuid)) for g in gpus] for node, gpus in states.items()}
 
 
 def placement_row(placement: Placement) -> dict[str, Any]:

@@ -23,7 +23,9 @@
   function stateText(c) { return c.st === "cooling" && c.r ? `cooling until ${clock(c.r)}` : c.st; }
   function tooltip(node, c) {
     const parts = Object.entries(c.c).map(([k, v]) => `${k}: ${v == null ? "n/a" : v.toFixed(2)}`);
-    return `${node} GPU ${c.i} (${c.m})\nscore ${c.s.toFixed(3)}, ${stateText(c)}\n${parts.join("\n")}`;
+    const learned = Object.entries(c.ls || {}).map(
+      ([k, [speed, reports, confidence]]) => `learned ${k}: ${speed.toFixed(3)} (${reports} reports, confidence ${confidence.toFixed(2)})`);
+    return `${node} GPU ${c.i} (${c.m})\nscore ${c.s.toFixed(3)}, ${stateText(c)}\n${[...parts, ...learned].join("\n")}`;
   }
 
   function drawRow(node, cells) {
@@ -100,6 +102,20 @@
       tr.appendChild(el("td", k));
       tr.appendChild(el("td", v == null ? "n/a" : v.toFixed(3)));
       table.appendChild(tr);
+    }
+    const speeds = $("detail-speeds");
+    speeds.replaceChildren();
+    const learned = Object.entries(c.ls || {});
+    speeds.hidden = learned.length === 0;
+    if (learned.length) {
+      const head = el("tr");
+      for (const h of ["job class", "learned speed", "reports", "confidence"]) head.appendChild(el("th", h));
+      speeds.appendChild(head);
+    }
+    for (const [k, [speed, reports, confidence]] of learned) {
+      const tr = el("tr");
+      for (const v of [k, speed.toFixed(3), String(reports), confidence.toFixed(2)]) tr.appendChild(el("td", v));
+      speeds.appendChild(tr);
     }
     if (live && history && history.uuid === selected) {
       const now = Date.now() / 1000;
