@@ -234,6 +234,22 @@ def test_sigkill_of_the_job_releases_and_exits_137(
     assert_released(scheduler, placement_id)
 
 
+def test_a_lost_lease_stops_the_job_and_exits_1(
+    env: dict[str, str], scheduler: Scheduler, tmp_path: Path
+) -> None:
+    """Released behind the launcher's back: the next renewal is refused for good (409
+    not_live), so the job is stopped, though it exits 0 itself."""
+    with launcher([*run_args(), "--", *demo("--steps", "0")], env, tmp_path / "l.log") as run:
+        placement_id = run.placement_id()
+        run.wait_for("fairlane.demo: running")
+        with Client(scheduler.url) as api:
+            api.release(placement_id)
+        assert run.exit_code() == 1, run.text()
+    text = run.text()
+    assert f"fairlane: error: the lease of {placement_id} is lost (409 not_live" in text
+    assert "fairlane.demo: stopped=True" in text
+
+
 def test_a_degraded_event_reaches_the_job_as_sigusr1_and_a_file(
     env: dict[str, str], scheduler: Scheduler, kafka_bootstrap: str, tmp_path: Path
 ) -> None:

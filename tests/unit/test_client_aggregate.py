@@ -90,6 +90,13 @@ def test_weighted_median_is_the_median_of_the_expanded_values(
     assert weighted_median(values) == pytest.approx(statistics.median(flat))
 
 
+def test_a_malformed_datagram_is_dropped_and_counted() -> None:
+    window = ProgressWindow(nodes(1))
+    assert window.add_datagram(encode_step(StepSample(0, 0, None, 0.2)))
+    assert not window.add_datagram(b"{")
+    assert window.dropped == 1
+
+
 def test_the_wire_round_trips_and_rejects_garbage() -> None:
     sample = StepSample(node_rank=1, local_rank=0, rank=4, compute_s=0.25, steps=3)
     assert decode_step(encode_step(sample)) == sample

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 
 import orjson
 
-__all__ = ["MAX_DATAGRAM", "MAX_STEPS", "StepSample", "decode_step", "encode_step"]
+__all__ = ["MAX_STEPS", "StepSample", "decode_step", "encode_step"]
 
-MAX_DATAGRAM = 512
 MAX_STEPS = 100_000
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fairlane._wire import StepSample
+from fairlane._wire import StepSample, decode_step
 from fairlane.env import first_rank
 from fairlane_events.records import JobProgress, NodeAssignment, RankProgress
 
@@ -82,6 +82,14 @@ class ProgressWindow:
         self._timings.setdefault(rank, []).append((sample.compute_s, sample.steps))
         self._uuids[rank] = uuid
         return True
+
+    def add_datagram(self, data: bytes) -> bool:
+        """:meth:`add` one rank's datagram; a malformed one is dropped and counted too."""
+        sample = decode_step(data)
+        if sample is None:
+            self.dropped += 1
+            return False
+        return self.add(sample)
 
     def close(
         self, *, placement_id: str, job_class: str, end_ms: int, window_s: float

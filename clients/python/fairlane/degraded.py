@@ -28,7 +28,7 @@ import orjson
 from fairlane.env import DEGRADED_FILE
 from fairlane_events.records import PlacementEvent, SlowGpu
 
-__all__ = ["handlers_of", "notify_handlers", "read_slow_gpus", "write_degraded"]
+__all__ = ["has_handler", "notify_handlers", "read_slow_gpus", "write_degraded"]
 
 _PROC = Path("/proc")
 
@@ -82,7 +82,7 @@ def _tree(root: int) -> list[int]:
     return seen
 
 
-def handlers_of(pid: int, signum: int) -> bool:
+def has_handler(pid: int, signum: int) -> bool:
     """Whether ``pid`` has a handler installed for ``signum`` (``SigCgt``)."""
     try:
         status = (_PROC / str(pid) / "status").read_text()
@@ -98,7 +98,7 @@ def notify_handlers(root: int, signum: signal.Signals) -> list[int]:
     """Send ``signum`` to every process of ``root``'s tree that handles it: their pids."""
     sent = []
     for pid in _tree(root):
-        if handlers_of(pid, signum):
+        if has_handler(pid, signum):
             try:
                 os.kill(pid, signum)
             except ProcessLookupError:

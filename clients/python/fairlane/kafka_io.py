@@ -145,7 +145,6 @@ class DegradedWatcher:
         self._on_degraded = on_degraded
         self._retry_s = retry_s
         self.settled = asyncio.Event()  # positioned, or the first attempt failed
-        self.skipped = 0
 
     async def run(self) -> None:
         """Until cancelled. ``settled`` is set once positioned at the end of the partition,
@@ -194,8 +193,7 @@ class DegradedWatcher:
                     continue
                 try:
                     event = decode(PlacementEvent, message.value)
-                except DecodeError:
-                    self.skipped += 1
+                except DecodeError:  # the scorer dead-letters it; the job has no use for it
                     continue
                 if event.event == "degraded":
                     self._on_degraded(event)

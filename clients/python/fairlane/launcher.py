@@ -25,7 +25,6 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fairlane._wire import decode_step
 from fairlane.aggregate import ProgressWindow
 from fairlane.children import Children
 from fairlane.client import AsyncClient
@@ -68,16 +67,13 @@ def _when(ms: int | None) -> str:
 
 
 class _Receiver(asyncio.DatagramProtocol):
+    """The ranks' datagrams into the window."""
+
     def __init__(self, window: ProgressWindow) -> None:
         self.window = window
-        self.malformed = 0
 
     def datagram_received(self, data: bytes, addr: object) -> None:
-        sample = decode_step(data)
-        if sample is None:
-            self.malformed += 1
-        else:
-            self.window.add(sample)
+        self.window.add_datagram(data)
 
 
 class _Run:
@@ -113,6 +109,7 @@ class _Run:
             log.warning("no process of the job handles %s; see %s", signum.name, self.degraded_file)
 
     async def renew_forever(self, api: AsyncClient) -> None:
+        """Every third of the lease (every 2 s while the scheduler does not answer)."""
         lease_s = self.spec.request.lease_s
         if lease_s is None:
             return
@@ -122,30 +119,26 @@ class _Run:
             await asyncio.sleep(min(every_s, 2.0) if failing else every_s)
             try:
                 self.placement = await api.renew(self.placement.id)
-            except ApiError as exc:
-                if exc.retryable:
-                    failing = self._renew_failed(failing, exc)
-                    continue
-                log.error("the lease of %s is lost (%s): stopping the job", self.placement.id, exc)
-                self.lease_lost = True
-                self.stop.set()
-                return
-            except UnreachableError as exc:
-                failing = self._renew_failed(failing, exc)
+            except ClientError as exc:
+                if not exc.retryable:  # 404, 409 not_live: the GPUs may be another's now
+                    log.error(
+                        "the lease of %s is lost (%s): stopping the job", self.placement.id, exc
+                    )
+                    self.lease_lost = True
+                    self.stop.set()
+                    return
+                if not failing:
+                    log.warning(
+                        "cannot renew %s (%s); retrying, its lease expires at %s",
+                        self.placement.id,
+                        exc,
+                        _when(self.placement.lease_expires_at_ms),
+                    )
+                failing = True
                 continue
             if failing:
                 log.warning("renewed %s again", self.placement.id)
             failing = False
-
-    def _renew_failed(self, failing: bool, exc: ClientError) -> bool:
-        if not failing:
-            log.warning(
-                "cannot renew %s (%s); retrying, its lease expires at %s",
-                self.placement.id,
-                exc,
-                _when(self.placement.lease_expires_at_ms),
-            )
-        return True
 
     async def report_forever(self, window: ProgressWindow, publisher: ProgressPublisher) -> None:
         while True:

@@ -55,10 +55,6 @@ class Placement(BaseModel):
     fallback: bool
     nodes: list[NodeAssignment]
 
-    @property
-    def is_live(self) -> bool:
-        return self.state in ("pending", "placed")
-
 
 class ErrorBody(BaseModel):
     """Every error answer of the scheduler."""
