@@ -171,9 +171,10 @@ def now_ms() -> int:
 
 
 def gang_placement(
-    pid: str, node: str, uuids: Sequence[str], kind: str = "created"
+    pid: str, node: str, uuids: Sequence[str], kind: str = "created", ts_ms: int | None = None
 ) -> PlacementEvent:
-    """A lifecycle event of a placement of ``uuids`` (indices 0..) on one node."""
+    """A lifecycle event of a placement of ``uuids`` (indices 0..) on one node (at
+    ``ts_ms``, default now)."""
     assignment = NodeAssignment(
         node=node,
         node_rank=0,
@@ -188,7 +189,7 @@ def gang_placement(
         job_id=f"j-{pid}",
         namespace="it",
         event=kind,
-        ts_ms=now_ms(),
+        ts_ms=now_ms() if ts_ms is None else ts_ms,
         nodes=[assignment],
     )
 
@@ -290,6 +291,7 @@ class TopicReader(Generic[R]):
     record_type: type[R]
     keep: Callable[[R, bytes | None], bool]
     records: list[R] = field(default_factory=list)
+    tombstones: list[bytes] = field(default_factory=list)  # keys of null values, all
     _consumer: AIOKafkaConsumer | None = None
 
     async def start(self) -> None:
@@ -315,6 +317,9 @@ class TopicReader(Generic[R]):
                 )
             for messages in (await self._consumer.getmany(timeout_ms=500)).values():
                 for m in messages:
+                    if m.value is None:
+                        self.tombstones.append(m.key)
+                        continue
                     record = decode(self.record_type, m.value)
                     if self.keep(record, m.key):
                         self.records.append(record)

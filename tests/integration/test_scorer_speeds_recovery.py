@@ -1,7 +1,8 @@
 """Learned speeds survive kill -9: the learner's state is in its changelogged tables, and
 the reports read again after the restart are not learned twice; progress records held
 for their placement survive it too. A new consumer group that reads a backlog of both
-topics learns from records produced before their placement.
+topics learns from records produced before their placement. A GPU gone from the fleet
+is forgotten (tombstoned) once its retention passed.
 
 Its own module: no other scorer may run meanwhile (every scorer learns from the shared
 progress topic and publishes on the shared speeds topic)."""
@@ -23,6 +24,7 @@ from tests.scorer_harness import (
     job_progress,
     node_sample,
     now_ms,
+    place_fresh_gpus,
     produce_placement,
     produce_progress,
     produce_samples,
@@ -119,3 +121,35 @@ async def test_a_new_group_reading_progress_before_its_placement_learns_it(
             records = await reader.until(_learned_all(uuids[3], len(reports)), timeout_s=120)
     _assert_fourth_slow(records, uuids, len(reports))
     assert await dead_letters_from(kafka_bootstrap, JOB_PROGRESS, set(origins), 3) == []
+
+
+async def test_a_gpu_gone_from_the_fleet_is_tombstoned_once_its_retention_passed(
+    kafka_bootstrap: str, unique: str, tmp_path: Path, gpus_retired: list[tuple[str, list[str]]]
+) -> None:
+    """Its own worker: with a retention of seconds, the learner forgets every GPU the
+    topics' history holds, and its clock is the newest time that history tells of."""
+    retention_ms = 20_000
+    env = {**SPEED_ENV, "FAIRLANE_SPEED_RETENTION_S": str(retention_ms // 1000)}
+    app_id, log = f"scorer-retention-{unique}", tmp_path / "s.log"
+    with run_scorer(kafka_bootstrap, app_id, tmp_path / "data", log, env) as scorer:
+        node = f"gone-{unique}"
+        gone_pid, gone = await place_fresh_gpus(scorer, kafka_bootstrap, node, MODEL, gpus_retired)
+        alive_pid, alive = await place_fresh_gpus(
+            scorer, kafka_bootstrap, f"alive-{unique}", MODEL, gpus_retired
+        )
+        forgotten = scorer.metric("fairlane_scorer_speeds_forgotten_total")
+        keys = {f"{u}/compute-bound".encode() for u in gone}
+        # after everything the learner has read: its own clock, or the wall clock
+        ts = max(now_ms(), int(scorer.metric("fairlane_scorer_learner_time_ms"))) + 1000
+        async with read_speeds(kafka_bootstrap, node) as reader:
+            await produce_progress(
+                kafka_bootstrap, [job_progress(gone_pid, ts, dict.fromkeys(gone, 0.3))]
+            )
+            await reader.until(lambda r: {s.uuid for s in r} == set(gone))
+            assert keys.isdisjoint(reader.tombstones)
+            # the fleet's time moves on past the retention: only the other GPUs report
+            later = job_progress(alive_pid, ts + retention_ms + 5000, dict.fromkeys(alive, 0.3))
+            await produce_progress(kafka_bootstrap, [later])
+            await reader.until(lambda _: keys <= set(reader.tombstones))
+        assert not any(f"{u}/compute-bound".encode() in reader.tombstones for u in alive)
+        assert scorer.metric("fairlane_scorer_speeds_forgotten_total") - forgotten >= len(gone)

@@ -133,9 +133,13 @@ def test_decoding_checks_the_schema_and_the_key() -> None:
 
 def test_learner_input_round_trips() -> None:
     joined = JoinedProgress("p", "c", T0, 30.0, (JoinedRank("u/1", "n", 0.25),))
-    info = GpuInfo("u", "n", "H100", 0.75)
+    info = GpuInfo("u", "n", "H100", 0.75, T0)
     assert decode_input(encode_progress(joined)) == joined
     assert decode_input(encode_gpu_info(info)) == info
+    older = orjson.dumps(
+        {"v": 1, "kind": "gpu", "uuid": "u", "node": "n", "model": "m", "clock": 1}
+    )
+    assert decode_input(older) == GpuInfo("u", "n", "m", 1.0, None)  # written before seen_ms
     assert decode_input(encode_gpu_info(GpuInfo("u", "n", "H100", None))).clock is None  # type: ignore[union-attr]
 
 

@@ -15,6 +15,7 @@ from fairlane_scorer.core.speeds import (
     clock_priors,
     decode_row,
     encode_row,
+    gone,
     learn,
     speed_key,
     split_key,
@@ -216,3 +217,59 @@ def test_prime_then_heartbeat_resends_every_speed_once() -> None:
 def test_publish_config_is_validated() -> None:
     with pytest.raises(ValueError, match="min_peers"):
         PublishConfig(min_peers=0)
+    with pytest.raises(ValueError, match="retention_s"):
+        PublishConfig(retention_s=0)
+
+
+DAY_MS = 86_400_000
+
+
+def seen(uuid: str, seen_ms: int | None, model: str = H100) -> GpuInfo:
+    return GpuInfo(uuid, f"node-{uuid}", model, 1.0, seen_ms)
+
+
+@pytest.mark.parametrize(
+    ("last_report_ms", "seen_ms", "is_gone"),
+    [
+        (T0, T0, True),  # neither reported nor sampled for longer than the retention
+        (T0, T0 + 2 * DAY_MS, False),  # still sampled: its speed still holds
+        (T0 + 2 * DAY_MS, T0, False),  # still reported on (from a job's clock)
+        (T0, None, True),  # no sample time (an older version's info): the reports decide
+        (T0 + DAY_MS - 1, T0, False),  # exactly the retention: kept
+    ],
+)
+def test_a_gpu_gone_from_the_fleet_loses_its_rows_after_the_retention(
+    last_report_ms: int, seen_ms: int | None, is_gone: bool
+) -> None:
+    row = SpeedRow(SpeedState(), "node-a", H100, last_report_ms)
+    rows = {speed_key("a", CLASS): row}
+    keys, uuids = gone(rows, {"a": seen("a", seen_ms)}, T0 + 2 * DAY_MS - 1, DAY_MS)
+    assert keys == ([speed_key("a", CLASS)] if is_gone else [])
+    assert uuids == (["a"] if is_gone and seen_ms is not None else [])
+
+
+def test_a_gpus_info_goes_only_with_its_last_row() -> None:
+    old, recent = (
+        SpeedRow(SpeedState(), "n", H100, T0),
+        SpeedRow(SpeedState(), "n", H100, T0 + DAY_MS),
+    )
+    rows = {speed_key("a", "old-class"): old, speed_key("a", CLASS): recent}
+    fleet = {"a": seen("a", T0), "idle": seen("idle", T0), "new": seen("new", T0 + DAY_MS)}
+    keys, uuids = gone(rows, fleet, T0 + DAY_MS + 1, DAY_MS)
+    assert keys == [speed_key("a", "old-class")]
+    assert uuids == ["idle"]  # "a" still has a row; "new" was sampled within the retention
+
+
+def test_a_forgotten_gpu_is_published_no_more_and_its_peers_follow_the_new_median() -> None:
+    rows, now = learned_fleet(), T0 + 10 * 60_000
+    b = SpeedBook(CONFIG, PublishConfig(min_peers=2))
+    b.prime(rows, {}, now)
+    b.heartbeat(rows, {}, now)
+    gone_keys = [speed_key("a", CLASS), speed_key("b", CLASS)]
+    rows = {k: row for k, row in rows.items() if k not in gone_keys}
+    moved = dict(b.forget(rows, gone_keys, {}, now + 1))
+    # The group's median fell from 1.0 to the middle of c (1.0) and slow (0.6).
+    assert moved[speed_key("slow", CLASS)].speed == pytest.approx(0.6 / 0.8, abs=0.02)
+    assert moved[speed_key("c", CLASS)].speed == pytest.approx(1.0 / 0.8, abs=0.02)
+    assert set(moved) == set(rows)
+    assert {key for key, _ in b.heartbeat(rows, {}, now + 10**9)} == set(rows)

@@ -42,7 +42,7 @@ class ProgressHold:
         self._config, self._table = config, table
         self._view: dict[int, dict[str, HeldRow]] = defaultdict(dict)
         self._generation: int | None = None
-        self._event_ms: dict[int, int] = {}  # partition -> the newest ts_ms read from it
+        self._event_ms: dict[int, int] = {}  # partition -> its newest placement event's ts_ms
 
     def count(self) -> int:
         """Records held by this worker."""
@@ -73,13 +73,17 @@ class ProgressHold:
             await self._apply(partition, HoldChange({pid: None}, []), out)
         return row
 
-    async def advance(self, partition: int, event_ms: int, out: Deliveries) -> list[Released]:
-        """The partition's event time is at least ``event_ms``: the records whose hold
-        expired, out of the hold."""
-        now = self._event_ms[partition] = max(event_ms, self._event_ms.get(partition, event_ms))
+    async def expire(
+        self, partition: int, out: Deliveries, event_ms: int | None = None
+    ) -> list[Released]:
+        """The records whose hold expired, out of the hold, now that the partition's event
+        time is at least ``event_ms`` (None: as it was)."""
+        if event_ms is not None:
+            self._event_ms[partition] = max(event_ms, self._event_ms.get(partition, event_ms))
+        now = self._event_ms.get(partition)
         rows = self._rows(partition)
         due = next_expiry_ms(rows, self._config)
-        if due is None or now <= due:
+        if now is None or due is None or now <= due:
             return []
         change = expire(rows, now, self._config)
         await self._apply(partition, change, out)

@@ -39,6 +39,8 @@ class ScorerMetrics:
     progress_learned: Counter
     speed_gpu_infos: Counter
     speeds_published: Counter
+    speeds_forgotten: Counter
+    learner_time_ms: Gauge
 
     @classmethod
     def create(cls) -> ScorerMetrics:
@@ -140,5 +142,16 @@ class ScorerMetrics:
             ),
             speeds_published=c(
                 "fairlane_scorer_speeds_published", "learned-speed records published", registry=r
+            ),
+            learner_time_ms=Gauge(
+                "fairlane_scorer_learner_time_ms",
+                "the newest time (epoch ms) the learner's input told of: its clock for "
+                "forgetting GPUs gone from the fleet",
+                registry=r,
+            ),
+            speeds_forgotten=c(
+                "fairlane_scorer_speeds_forgotten",
+                "learned speeds dropped and tombstoned: their GPU left the fleet",
+                registry=r,
             ),
         )

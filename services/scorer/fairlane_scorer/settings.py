@@ -82,6 +82,12 @@ class ScorerSettings(ServiceSettings):
     speed_min_peers: int = Field(
         3, ge=1, description="GPUs of a model learned before speeds are read against them"
     )
+    speed_retention_s: float = Field(
+        7 * 86_400.0,
+        gt=0,
+        description="a GPU neither sampled nor reported on for this long (event time) is "
+        "forgotten: its learned speeds are tombstoned on fairlane.gpu-speeds.v1",
+    )
     speed_check_s: float = Field(5.0, gt=0, description="how often the speed heartbeat scans")
     speed_clock_epsilon: float = Field(
         0.01, ge=0, description="a clock health moving more than this reaches the learner"
@@ -115,6 +121,7 @@ class ScorerSettings(ServiceSettings):
             epsilon=self.speed_epsilon,
             heartbeat_s=self.speed_heartbeat_s,
             min_peers=self.speed_min_peers,
+            retention_s=self.speed_retention_s,
         )
 
     def score_config(self) -> ScoreConfig:

@@ -38,8 +38,8 @@ from fairlane_events.records import GpuSpeed, JobProgress, PlacementEvent
 from fairlane_events.topics import JOB_PROGRESS
 from fairlane_scorer.core.holding import HeldRecord, Released
 from fairlane_scorer.core.progress import (
-    FUTURE,
     UNKNOWN_PLACEMENT,
+    JoinedProgress,
     ProgressRejection,
     decode_progress,
     join_progress,
@@ -59,6 +59,7 @@ from fairlane_scorer.core.speeds import (
     clock_priors,
     decode_row,
     encode_row,
+    gone,
     learn,
     speed_key,
 )
@@ -115,6 +116,13 @@ def _held_origin(pid: str, record: HeldRecord) -> _HeldOrigin:
     return _HeldOrigin(record.partition, record.offset, pid.encode(), record.value)
 
 
+def _event_ms(item: GpuInfo | JoinedProgress) -> int:
+    """The time an input item tells of: a report's window end, a GPU's sample."""
+    if isinstance(item, GpuInfo):
+        return item.seen_ms or 0
+    return item.ts_ms
+
+
 @dataclass
 class SpeedAgents:
     learner: LearnerConfig
@@ -133,6 +141,8 @@ class SpeedAgents:
     forwarded: dict[str, tuple[GpuInfo, int]] = field(default_factory=dict)
     _priors: dict[str, float] | None = None  # None: to be computed from gpu_infos again
     _generation: int | None = None
+    _event_ms: int | None = None  # the newest time the learner's input told of
+    _next_sweep_ms: int = 0  # when (event time) to look for GPUs gone from the fleet
 
     def __post_init__(self) -> None:
         self.book = SpeedBook(self.learner, self.publish)
@@ -164,7 +174,7 @@ class SpeedAgents:
                 decoded = decode_progress(origin.key, origin.value)
                 assert not isinstance(decoded, ProgressRejection)  # it was checked when held
                 await self._join(origin, decoded, change.gpus, out, at_ms)
-        await self._drop(await self.hold.advance(partition, event.ts_ms, out), out)
+        await self._drop(await self.hold.expire(partition, out, event.ts_ms), out)
 
     def placement(self, pid: str) -> dict[str, str] | None:
         stored = self.placement_gpus.data.get(pid)
@@ -182,9 +192,8 @@ class SpeedAgents:
         if isinstance(decoded, ProgressRejection):
             await self._reject(message, decoded, out)
             return
-        if not await self._join(message, decoded, self.placement(decoded.placement_id), out, at_ms):
-            return
-        await self._drop(await self.hold.advance(message.partition, decoded.ts_ms, out), out)
+        await self._join(message, decoded, self.placement(decoded.placement_id), out, at_ms)
+        await self._drop(await self.hold.expire(message.partition, out), out)
 
     async def _join(
         self,
@@ -193,9 +202,9 @@ class SpeedAgents:
         gpus: dict[str, str] | None,
         out: Deliveries,
         at_ms: int,
-    ) -> bool:
+    ) -> None:
         """Send ``progress`` joined with ``gpus`` to the learner, hold it (None: its
-        placement has not arrived) or reject it; whether its time may move the hold's."""
+        placement has not arrived) or reject it."""
         joined = join_progress(progress, gpus, at_ms)
         if isinstance(joined, ProgressRejection) and joined.reason == UNKNOWN_PLACEMENT:
             record = HeldRecord(
@@ -204,10 +213,10 @@ class SpeedAgents:
             dropped = await self.hold.hold(progress.placement_id, record, out)
             self.metrics.progress_held.inc()
             await self._drop(dropped, out)
-            return True
+            return
         if isinstance(joined, ProgressRejection):
             await self._reject(origin, joined, out)
-            return joined.reason != FUTURE
+            return
         await out.send(
             self.speed_input.get_topic_name(),
             joined.placement_id.encode(),
@@ -215,7 +224,6 @@ class SpeedAgents:
             partition=LEARNER_PARTITION,
         )
         self.metrics.progress_accepted.inc()
-        return True
 
     async def _drop(self, released: list[Released], out: Deliveries) -> None:
         for r in released:
@@ -235,7 +243,8 @@ class SpeedAgents:
         period_ms = self.publish.heartbeat_s * 1000
         topic = self.speed_input.get_topic_name()
         for uuid, result, labels in emitted:
-            info = GpuInfo(uuid, labels.node, labels.model, result.components.get("clock"))
+            clock = result.components.get("clock")
+            info = GpuInfo(uuid, labels.node, labels.model, clock, result.ts_ms)
             sent = self.forwarded.get(uuid)
             fresh = sent is not None and at_ms - sent[1] < period_ms
             if fresh and not info_moved(sent[0] if sent else None, info, self.clock_epsilon):
@@ -278,6 +287,8 @@ class SpeedAgents:
                 await dead_letter(out, self.dead_letters, message, str(exc))
                 self.metrics.dead_lettered.inc()
                 continue
+            self._event_ms = max(self._event_ms or 0, _event_ms(item))
+            self.metrics.learner_time_ms.set(self._event_ms)
             if isinstance(item, GpuInfo):
                 encoded = encode_gpu_info(item)
                 await out.write(self.gpu_infos, message.partition, item.uuid, item, encoded)
@@ -301,6 +312,28 @@ class SpeedAgents:
         if not self.book.primed:
             self.book.prime(rows, priors, at_ms)
         await self._publish(self.book.changed(rows, touched, priors, at_ms), out)
+        await self._forget_gone(rows, out, at_ms)
+
+    async def _forget_gone(self, rows: _Rows, out: Deliveries, at_ms: int) -> None:
+        """Drop the rows of GPUs gone from the fleet (:func:`gone`, in the input's event
+        time) and tombstone their keys on the compacted speeds topic; at most every tenth
+        of the retention."""
+        if self._event_ms is None or self._event_ms < self._next_sweep_ms:
+            return
+        retention_ms = int(self.publish.retention_s * 1000)
+        self._next_sweep_ms = self._event_ms + retention_ms // 10
+        infos = {u: info for u in list(self.gpu_infos.data) if (info := self._gpu_info(u))}
+        keys, uuids = gone(rows, infos, self._event_ms, retention_ms)
+        topic = self.speeds.get_topic_name()
+        for key in keys:
+            await out.delete(self.rows, LEARNER_PARTITION, key)
+            await out.send(topic, key.encode(), None)
+        for uuid in uuids:
+            await out.delete(self.gpu_infos, LEARNER_PARTITION, uuid)
+            self.forwarded.pop(uuid, None)
+            self._priors = None
+        self.metrics.speeds_forgotten.inc(len(keys))
+        await self._publish(self.book.forget(rows, keys, self._current_priors(), at_ms), out)
 
     async def heartbeat(self, at_ms: int, owned: bool) -> None:
         """Publish every learned speed not published for the heartbeat (all of them once

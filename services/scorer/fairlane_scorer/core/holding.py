@@ -9,16 +9,20 @@ co-partitioned with both topics and changelogged, so it survives kill -9), until
 - its placement arrives: it is joined and learned as if it had come just then;
 - its placement ends first (its ``created`` event was never seen): it is dead-lettered
   as ``unknown_placement``;
-- the hold expires: the partition's event time (the newest ``ts_ms`` of the progress
-  records and placement events read from it) passed the record's ``ts_ms`` by more than
-  ``hold_s``: dead-lettered as ``unknown_placement``;
+- the hold expires: the partition's event time (the newest ``ts_ms`` of the placement
+  events read from it) passed the record's ``ts_ms`` by more than ``hold_s``:
+  dead-lettered as ``unknown_placement``;
 - the hold overflows: more than ``per_placement`` records of one placement, or more
   than ``total`` in the partition: the oldest go, as ``hold_full``.
 
 Expiry is decided by the records' times, not the wall clock, so a replay of the same
-records decides the same; a partition that reads nothing more keeps what it holds (at
-most ``total``) until it does. A record held twice (redelivered after a crash, before its
-offset was committed) is held once: a record is known by its (partition, offset).
+records decides the same. The clock is the scheduler's (placement events), not the
+jobs': a job whose clock runs ahead cannot expire other jobs' records, and a hold cannot
+run out while the placements' partition is still behind (in a backlog the placements,
+far fewer than the reports, are usually read ahead of them). A partition that reads no
+placement event keeps what it holds (at most ``total``) until one comes. A record held
+twice (redelivered after a crash, before its offset was committed) is held once: a
+record is known by its (partition, offset).
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ same model learned under the same job class (:func:`peer_relative`'s reading), o
 least ``min_peers`` of them are; until then, the estimate as it is (pinned by the priors
 alone). The 95 % interval is scaled with it.
 
+A key whose GPU left the fleet (:func:`fairlane_scorer.core.speeds.gone`) is forgotten
+(:meth:`SpeedBook.forget`) and tombstoned by the caller.
+
 A record of a key goes out when its published speed moved by more than ``epsilon``
 since the last one, when ``heartbeat_s`` passed since the last one, or the first time
 the book sees it. A GPU's published speed also moves when its peers' median does: when
@@ -41,10 +44,14 @@ class PublishConfig:
     epsilon: float = 0.01  # a move of the published speed worth a record
     heartbeat_s: float = 300.0  # at least this often per key
     min_peers: int = 3  # GPUs of a model and class learned before speeds are peer-relative
+    retention_s: float = 7 * 86_400.0  # a GPU neither sampled nor reported on this long...
+    # ...is gone from the fleet: its rows are dropped and its keys tombstoned
 
     def __post_init__(self) -> None:
         if self.epsilon < 0 or self.heartbeat_s <= 0 or self.min_peers < 1:
             raise ValueError("epsilon >= 0, heartbeat_s > 0 and min_peers >= 1 required")
+        if self.retention_s <= 0:
+            raise ValueError("retention_s > 0 required")
 
 
 def _bounded(speed: float) -> float:
@@ -103,12 +110,7 @@ class SpeedBook:
         """The records due now that the rows of ``keys`` changed: theirs, and those of
         their groups' other GPUs where a group's median moved."""
         learned = {k: self._estimate(k, rows[k], priors, now_ms) for k in keys if k in rows}
-        candidates = set(learned)
-        for group in {self._group_of[k] for k in learned}:
-            old, new = self._medians.get(group), self._median(group)
-            self._medians[group] = new
-            if _moved(old, new, self._config.epsilon):
-                candidates |= self._groups[group]
+        candidates = set(learned) | self._remedian({self._group_of[k] for k in learned})
         return self._due(rows, candidates, learned, priors, now_ms, force=False)
 
     def heartbeat(
@@ -125,6 +127,35 @@ class SpeedBook:
         for group in {self._group_of[k] for k in learned}:
             self._medians[group] = self._median(group)
         return self._due(rows, due, learned, priors, now_ms, force=True)
+
+    def forget(
+        self,
+        rows: Mapping[str, SpeedRow],
+        keys: Iterable[str],
+        priors: Mapping[str, float],
+        now_ms: int,
+    ) -> list[tuple[str, GpuSpeed]]:
+        """Forget the keys whose rows are gone (the caller tombstones them); the records
+        due where a group's median moved without them."""
+        groups = set()
+        for key in keys:
+            group = self._group_of.pop(key, None)
+            if group is not None:
+                self._groups[group].discard(key)
+                groups.add(group)
+            self._raw.pop(key, None)
+            self._published.pop(key, None)
+        return self._due(rows, self._remedian(groups), {}, priors, now_ms, force=False)
+
+    def _remedian(self, groups: Iterable[Group]) -> set[str]:
+        """Each group's median again; the keys of the groups where it moved."""
+        moved: set[str] = set()
+        for group in groups:
+            old, new = self._medians.get(group), self._median(group)
+            self._medians[group] = new
+            if _moved(old, new, self._config.epsilon):
+                moved |= self._groups[group]
+        return moved
 
     def _estimate(
         self, key: str, row: SpeedRow, priors: Mapping[str, float], now_ms: int

@@ -7,9 +7,10 @@ needs arrives on one single-partition internal topic, in the order it was sent:
 - ``progress``: a :class:`~fairlane_scorer.core.progress.JoinedProgress`, from the agent
   that checked it against its placement;
 - ``gpu``: a :class:`GpuInfo`, from the scoring agent, whenever what it says of a GPU
-  moved (:func:`info_moved`): its node, its model, and its clock health, the NVML prior's
-  input (the score's ``clock`` component: SM clock / max SM clock while a throttle reason
-  other than idle is active, else 1).
+  moved (:func:`info_moved`) or at least every speed heartbeat: its node, its model, its
+  clock health, the NVML prior's input (the score's ``clock`` component: SM clock / max
+  SM clock while a throttle reason other than idle is active, else 1), and when it was
+  sampled (the learner forgets a GPU neither sampled nor reported on for a retention).
 
 The format is the scorer's own (not a wire contract): versioned JSON, read only by the
 version that wrote it or a later one.
@@ -38,6 +39,7 @@ class GpuInfo:
     node: str
     model: str
     clock: float | None  # None: the GPU reports no clocks
+    seen_ms: int | None = None  # the scored sample's time (None: from an older version)
 
 
 def info_moved(old: GpuInfo | None, new: GpuInfo, clock_epsilon: float) -> bool:
@@ -74,6 +76,7 @@ def encode_gpu_info(info: GpuInfo) -> bytes:
             "node": info.node,
             "model": info.model,
             "clock": info.clock,
+            "seen_ms": info.seen_ms,
         }
     )
 
@@ -85,12 +88,13 @@ def decode_input(data: bytes | None) -> JoinedProgress | GpuInfo:
         if raw["v"] != _VERSION:
             raise SpeedInputFormatError(f"unknown speed-input version {raw['v']!r}")
         if raw["kind"] == "gpu":
-            clock = raw["clock"]
+            clock, seen_ms = raw["clock"], raw.get("seen_ms")
             return GpuInfo(
                 str(raw["uuid"]),
                 str(raw["node"]),
                 str(raw["model"]),
                 None if clock is None else float(clock),
+                None if seen_ms is None else int(seen_ms),
             )
         if raw["kind"] == "progress":
             return JoinedProgress(

@@ -43,6 +43,7 @@ __all__ = [
     "clock_priors",
     "decode_row",
     "encode_row",
+    "gone",
     "learn",
     "speed_key",
     "split_key",
@@ -187,3 +188,26 @@ def learn(
             model = previous.model
         changed[key] = SpeedRow(state, rank.node, model, joined.ts_ms)
     return LearnResult(changed, replayed=False)
+
+
+def gone(
+    rows: Mapping[str, SpeedRow],
+    infos: Mapping[str, GpuInfo],
+    event_ms: int,
+    retention_ms: int,
+) -> tuple[list[str], list[str]]:
+    """What the learner forgets of GPUs gone from the fleet, now that its event time is
+    ``event_ms``: the rows (keys) whose GPU has neither reported under their class (the
+    row's ``last_ts_ms``) nor been sampled (its info's ``seen_ms``) for ``retention_ms``,
+    and the infos (uuids) of GPUs not sampled for as long that have no row left."""
+    horizon = event_ms - retention_ms
+    seen = {uuid: info.seen_ms for uuid, info in infos.items() if info.seen_ms is not None}
+    rows_gone = [
+        key
+        for key, row in rows.items()
+        if max(row.last_ts_ms, seen.get(split_key(key)[0], row.last_ts_ms)) < horizon
+    ]
+    dropped = set(rows_gone)
+    kept = {split_key(key)[0] for key in rows if key not in dropped}
+    infos_gone = [uuid for uuid, seen_ms in seen.items() if seen_ms < horizon and uuid not in kept]
+    return rows_gone, infos_gone
