@@ -63,11 +63,13 @@ class Launcher:
     def text(self) -> str:
         return self.log.read_text()
 
-    def wait_for(self, needle: str, timeout_s: float = 60) -> str:
-        """Until ``needle`` is in the log: the log."""
+    def wait_for(self, needle: str, timeout_s: float = 60, *, after_exit: bool = False) -> str:
+        """Until ``needle`` is in the log: the log. Fails at once if the launcher exits
+        first, unless ``after_exit`` (its orphaned job may still write)."""
         deadline = time.monotonic() + timeout_s
         while needle not in (text := self.text()):
-            if self.proc.poll() is not None and needle not in self.text():
+            exited = self.proc.poll() is not None and not after_exit
+            if exited and needle not in self.text():
                 raise AssertionError(f"launcher exited {self.proc.returncode} first:\n{text}")
             assert time.monotonic() < deadline, f"{needle!r} not seen:\n{text}"
             time.sleep(0.1)

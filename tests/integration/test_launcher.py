@@ -234,6 +234,21 @@ def test_sigkill_of_the_job_releases_and_exits_137(
     assert_released(scheduler, placement_id)
 
 
+def test_sigkill_of_the_launcher_stops_the_job_and_the_lease_expires(
+    env: dict[str, str], scheduler: Scheduler, tmp_path: Path
+) -> None:
+    """Nothing can be forwarded or released: the job gets SIGTERM from Linux (the
+    launcher's death signal) and the placement expires with its lease."""
+    with launcher([*run_args(), "--", *demo("--steps", "0")], env, tmp_path / "l.log") as run:
+        placement_id = run.placement_id()
+        run.wait_for("fairlane.demo: running")
+        pid = child_pid(run)
+        run.proc.kill()
+        run.wait_for("fairlane.demo: stopped=True", after_exit=True)
+    wait_until(lambda: not Path(f"/proc/{pid}").exists(), "the job's end")
+    wait_until(lambda: scheduler.placement(placement_id)["state"] == "expired", "lease expiry")
+
+
 def test_a_lost_lease_stops_the_job_and_exits_1(
     env: dict[str, str], scheduler: Scheduler, tmp_path: Path
 ) -> None:

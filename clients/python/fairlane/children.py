@@ -3,17 +3,38 @@
 Its own session (and process group) keeps the terminal's Ctrl-C from reaching the job
 twice, once from the terminal and once from the launcher: the launcher forwards what it
 receives to each child's whole group, so torchrun and its workers get it too.
+
+A launcher killed outright (SIGKILL, the OOM killer) cannot forward anything, so each
+child asks Linux to send it SIGTERM when the launcher dies (``PR_SET_PDEATHSIG``): the
+job does not run on, on GPUs whose lease nobody renews any more.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 __all__ = ["Children", "exit_code"]
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with(parent: int) -> Callable[[], None]:
+    """What the child runs between fork and exec: SIGTERM when ``parent`` dies (Linux),
+    and exit at once if it died already. Only a libc call, loaded before the fork."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def preexec() -> None:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
 
 
 def exit_code(returncode: int) -> int:
@@ -28,11 +49,15 @@ class Children:
     @classmethod
     async def start(cls, command: Sequence[str], envs: Sequence[Mapping[str, str]]) -> Children:
         procs: list[asyncio.subprocess.Process] = []
+        preexec = _die_with(os.getpid())
         try:
             for env in envs:
                 procs.append(
                     await asyncio.create_subprocess_exec(
-                        *command, env={**os.environ, **env}, start_new_session=True
+                        *command,
+                        env={**os.environ, **env},
+                        start_new_session=True,
+                        preexec_fn=preexec,  # one libc call: no lock to deadlock on
                     )
                 )
         except BaseException:
