@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fairlane import progress
-from fairlane._wire import decode_step
+from fairlane._wire import StepSample, decode_step
 from fairlane.degraded import notify_handlers, read_slow_gpus, write_degraded
 from fairlane.progress import Reporter
 from fairlane_events.records import PlacementEvent, SlowGpu
@@ -40,6 +40,18 @@ def test_a_timed_step_reaches_the_launcher(launcher_socket: tuple[str, socket.so
     assert (sample.node_rank, sample.local_rank, sample.rank, sample.steps) == (1, 3, 7, 1)
     assert 0.01 <= sample.compute_s < 1
     reporter.close()
+
+
+def test_a_time_measured_elsewhere_is_one_step(
+    launcher_socket: tuple[str, socket.socket], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, sock = launcher_socket
+    monkeypatch.setenv("FAIRLANE_PROGRESS_SOCKET", path)
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setattr(progress, "_default", None)
+    with progress.step(0.25):
+        pass
+    assert decode_step(sock.recv(512)) == StepSample(0, 0, None, 0.25)
 
 
 def test_a_section_that_raises_is_not_reported(

@@ -79,7 +79,13 @@ def _count(value: str) -> int:
 def _parser() -> _Parser:
     parser = _Parser(prog=PROG, description="Run jobs on GPUs that Fairlane places.")
     sub = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
-    run = sub.add_parser("run", help="place a job, run COMMAND in it, release it")
+    run = sub.add_parser(
+        "run",
+        help="place a job, run COMMAND in it, release it",
+        usage="fairlane run --gpus N [flags] -- COMMAND [ARG...]",
+        epilog="Settings from the environment: FAIRLANE_SCHEDULER_URL, FAIRLANE_TOKEN(_FILE), "
+        "KAFKA_BOOTSTRAP_SERVERS and FAIRLANE_KAFKA_* (docs/launcher.md).",
+    )
     run.add_argument("--gpus", type=_count, required=True, help="GPUs per node")
     run.add_argument("--nodes", type=_count, default=1, help="nodes (more than 1: a gang)")
     run.add_argument(

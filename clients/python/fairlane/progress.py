@@ -16,7 +16,8 @@ raises: a launcher that went away or a full socket buffer loses that step, count
 
 The rank is read from the environment torchrun and the launcher set (``NODE_RANK``,
 ``LOCAL_RANK``, ``RANK``); a process that runs several ranks (threads) makes one
-:class:`Reporter` per rank with ``local_rank=``.
+:class:`Reporter` per rank with ``local_rank=``. A time measured some other way (CUDA
+events, a profiler) is reported with ``fairlane.progress.step(compute_s)``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from fairlane._wire import StepSample, encode_step
 from fairlane.env import PROGRESS_SOCKET
@@ -129,9 +130,15 @@ def _reporter() -> Reporter:
         return _default
 
 
-def step() -> AbstractContextManager[None]:
-    """Time one step's compute-only section: ``with fairlane.progress.step(): ...``."""
-    return _reporter().step()
+def step(compute_s: float | None = None) -> AbstractContextManager[None]:
+    """Time one step's compute-only section: ``with fairlane.progress.step(): ...``; or,
+    given ``compute_s``, report one step of that many seconds measured elsewhere (the
+    result is then an empty context, so ``with step(t):`` works too)."""
+    reporter = _reporter()
+    if compute_s is None:
+        return reporter.step()
+    reporter.report(compute_s)
+    return nullcontext()
 
 
 def report(compute_s: float, steps: int = 1) -> None:
