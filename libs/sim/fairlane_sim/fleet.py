@@ -165,11 +165,11 @@ class FleetSimulator:
         return gpu.base_speed * (self.spec.slow_speed if slow else 1.0)
 
     def hidden_speeds(self) -> dict[str, dict[str, float]]:
-        """:meth:`job_speed` of every GPU: ``{job class: {uuid: speed}}``, one entry per slow
+        """:meth:`job_speed` of every GPU: ``{uuid: {job class: speed}}``, one entry per slow
         class and :data:`ANY_CLASS` for the others (what simulated jobs read)."""
         return {
-            job_class: {uuid: self.job_speed(uuid, job_class) for uuid in self._by_uuid}
-            for job_class in (*self.spec.slow_classes, ANY_CLASS)
+            uuid: {c: self.job_speed(uuid, c) for c in (*self.spec.slow_classes, ANY_CLASS)}
+            for uuid in self._by_uuid
         }
 
     def start_job(self, job_id: str, uuids: Iterable[str], ts_ms: int) -> None:
