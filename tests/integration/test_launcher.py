@@ -25,6 +25,7 @@ from fairlane.client import AsyncClient, Client
 from fairlane.errors import ApiError, UnreachableError
 from fairlane.models import PlacementRequest
 from fairlane_events.records import JobProgress, PlacementEvent, SlowGpu
+from tests.factories import GIB, gpu_score
 from tests.launcher_harness import (
     Launcher,
     Scheduler,
@@ -366,3 +367,35 @@ async def test_the_async_client_speaks_the_same_api(scheduler: Scheduler) -> Non
     async with AsyncClient(f"http://127.0.0.1:{free_port()}") as nobody:
         with pytest.raises(UnreachableError):
             await nobody.get(placement.id)
+
+
+def test_a_gpu_the_scheduler_scores_slow_reaches_the_job(
+    env: dict[str, str], scheduler: Scheduler, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The whole loop, nothing hand-made: the job's GPU scores below the threshold, the
+    scheduler announces it (a ``degraded`` event through its outbox), the launcher writes
+    the file and signals the job, which stops as if it had checkpointed. (The GPU is then
+    cooling for the module's remaining tests, which need fewer.)"""
+    args = [*run_args("--class", "degrade-me", gpus=1), "--"]
+    job = demo("--steps", "0", "--exit-on-degraded")
+    with launcher([*args, *job], env, tmp_path / "l.log") as run:
+        placement_id = run.placement_id()
+        run.wait_for("fairlane.demo: running")
+        (node,) = scheduler.placement(placement_id)["nodes"]
+        gpu = node["gpus"][0]
+        slow = gpu_score(
+            node=node["node"],
+            uuid=gpu["uuid"],
+            index=gpu["index"],
+            model="NVIDIA B200",
+            score=0.3,
+            speed=6.0,
+            mem_total_bytes=180 * GIB,
+            ts_ms=int(time.time() * 1000),
+        )
+        asyncio.run(publish(kafka_bootstrap, [slow]))
+        assert run.exit_code() == 0, run.text()
+    text = run.text()
+    assert f"degraded: {gpu['uuid']} on {node['node']} at 0.30 (score)" in text
+    assert f"fairlane.demo: degraded: {gpu['uuid']}=0.30" in text
+    assert_released(scheduler, placement_id)
