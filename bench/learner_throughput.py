@@ -15,9 +15,9 @@ worker joins with their placements and learns from. The rate is taken from its
 report, so start-up is excluded, with the worker's CPU seconds over the same span. Then,
 the worker stopped, a raw consumer reads the same progress records (no decoding).
 
-The placements go first and are waited for because a worker that reads a backlog of
-both topics may meet a record's progress before its placement and dead-letter it
-(``unknown_placement``): a known gap, docs/design-contract.md.
+The placements go first and are waited for so that the rate is the learner's alone: a
+worker that reads a backlog of both topics may meet a record before its placement, and
+holds it until the placement comes (docs/design-contract.md), which would time the hold.
 
 The aim (issue 27): a 100k-GPU fleet reporting every 60 s on one worker, i.e. 1,667 rank
 reports a second (208 records/s of eight ranks).

@@ -212,7 +212,7 @@ def job_progress(
     )
 
 
-def node_sample(node: str, uuids: Sequence[str], model: str) -> NodeSample:
+def idle_sample(node: str, uuids: Sequence[str], model: str) -> NodeSample:
     """One healthy, idle sample of the node's GPUs (indices 0..), now."""
     gpus = [gpu_sample(uuid=u, index=i, model=model) for i, u in enumerate(uuids)]
     return NodeSample(node=node, ts_ms=now_ms(), source="sim", gpus=gpus)
@@ -223,7 +223,7 @@ async def score_gpus(
 ) -> None:
     """Score the node's GPUs once; return when the speed learner has heard their model."""
     infos = scorer.metric("fairlane_scorer_speed_gpu_infos_total")
-    await produce_samples(bootstrap, [node_sample(node, uuids, model)])
+    await produce_samples(bootstrap, [idle_sample(node, uuids, model)])
     await eventually(
         lambda: scorer.metric("fairlane_scorer_speed_gpu_infos_total") >= infos + len(uuids)
     )

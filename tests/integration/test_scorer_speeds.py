@@ -11,8 +11,9 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from fairlane_events.records import GpuSpeed, JobProgress
+from fairlane_events.records import GpuSpeed, JobProgress, NodeSample
 from fairlane_events.topics import JOB_PROGRESS
+from tests.factories import gpu_sample
 from tests.scorer_harness import (
     Scorer,
     dead_letters_from,
@@ -24,6 +25,7 @@ from tests.scorer_harness import (
     place_fresh_gpus,
     produce_placement,
     produce_progress,
+    produce_samples,
     read_speeds,
     retire_gpus,
     run_scorer,
@@ -175,3 +177,33 @@ async def test_a_released_placement_takes_its_gpus_with_it(
     await produce_progress(kafka_bootstrap, [job_progress(pid, ts, dict.fromkeys(uuids, 0.3))])
     await _expire_holds(kafka_bootstrap, pid, node, uuids, ts)
     await eventually(lambda: _rejected(scorer, "unknown_placement") > before)
+
+
+async def test_a_gpu_clocked_at_half_its_peers_under_load_starts_below_them(
+    scorer: Scorer, kafka_bootstrap: str, unique: str, gpus_retired: list[tuple[str, list[str]]]
+) -> None:
+    """The NVML prior: the SM clock while busy against the model's fleet median. One
+    report of equal times cannot tell these GPUs apart; their clocks at load can."""
+    node = f"clocks-{unique}"
+    uuids = [f"{node}-g{i}" for i in range(4)]
+    gpus_retired.append((node, uuids))
+    pid = f"p-{node}"
+    mhz = {u: (735.0 if u == uuids[3] else 1470.0) for u in uuids}  # SW-power-capped H100s
+    busy = [
+        gpu_sample(uuid=u, index=i, model=MODEL, sm_active=1.0, gpu_util_pct=100.0, sm_clock_mhz=c)
+        for i, (u, c) in enumerate(mhz.items())
+    ]
+    infos = scorer.metric("fairlane_scorer_speed_gpu_infos_total")
+    sample = NodeSample(node=node, ts_ms=now_ms(), source="sim", gpus=busy)
+    await produce_samples(kafka_bootstrap, [sample])
+    await eventually(lambda: scorer.metric("fairlane_scorer_speed_gpu_infos_total") >= infos + 4)
+    await place(scorer, kafka_bootstrap, pid, node, uuids)
+    async with read_speeds(kafka_bootstrap, node) as reader:
+        await produce_progress(
+            kafka_bootstrap, [job_progress(pid, now_ms(), dict.fromkeys(uuids, 0.3))]
+        )
+        records = await reader.until(lambda r: {s.uuid for s in r} == set(uuids))
+    latest = {s.uuid: s for s in records}
+    fast = [latest[u].speed for u in uuids[:3]]
+    assert max(fast) - min(fast) < 0.01
+    assert latest[uuids[3]].speed < min(fast) - 0.05

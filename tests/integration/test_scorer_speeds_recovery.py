@@ -21,8 +21,8 @@ from tests.scorer_harness import (
     dead_letters_from,
     eventually,
     gang_placement,
+    idle_sample,
     job_progress,
-    node_sample,
     now_ms,
     place_fresh_gpus,
     produce_placement,
@@ -111,7 +111,7 @@ async def test_a_new_group_reading_progress_before_its_placement_learns_it(
     worker starts; whichever topic it reads first, the reports are learned."""
     node = f"backlog-{unique}"
     pid, uuids = _gpus(node, gpus_retired)
-    await produce_samples(kafka_bootstrap, [node_sample(node, uuids, MODEL)])
+    await produce_samples(kafka_bootstrap, [idle_sample(node, uuids, MODEL)])
     reports = _reports(pid, uuids, now_ms(), 6)
     origins = await produce_progress(kafka_bootstrap, reports)
     await produce_placement(kafka_bootstrap, gang_placement(pid, node, uuids))

@@ -9,7 +9,13 @@ import orjson
 import pytest
 
 from fairlane_events.codec import encode
-from fairlane_events.records import GpuSlot, JobProgress, NodeAssignment, PlacementEvent
+from fairlane_events.records import (
+    GpuSlot,
+    JobProgress,
+    NodeAssignment,
+    NodeSample,
+    PlacementEvent,
+)
 from fairlane_scorer.core.progress import (
     FOREIGN_GPU,
     FUTURE,
@@ -27,12 +33,14 @@ from fairlane_scorer.core.progress import (
 )
 from fairlane_scorer.core.speed_input import (
     GpuInfo,
+    busy_clocks,
     decode_input,
     encode_gpu_info,
     encode_progress,
     info_moved,
 )
 from fairlane_scorer.errors import SpeedInputFormatError
+from tests.factories import gpu_sample
 
 T0 = 1_700_000_000_000
 
@@ -133,14 +141,15 @@ def test_decoding_checks_the_schema_and_the_key() -> None:
 
 def test_learner_input_round_trips() -> None:
     joined = JoinedProgress("p", "c", T0, 30.0, (JoinedRank("u/1", "n", 0.25),))
-    info = GpuInfo("u", "n", "H100", 0.75, T0)
+    info = GpuInfo("u", "n", "H100", 1470.0, T0)
     assert decode_input(encode_progress(joined)) == joined
     assert decode_input(encode_gpu_info(info)) == info
-    older = orjson.dumps(
-        {"v": 1, "kind": "gpu", "uuid": "u", "node": "n", "model": "m", "clock": 1}
+    assert decode_input(encode_gpu_info(GpuInfo("u", "n", "H100", None))) == GpuInfo(
+        "u", "n", "H100", None
     )
-    assert decode_input(older) == GpuInfo("u", "n", "m", 1.0, None)  # written before seen_ms
-    assert decode_input(encode_gpu_info(GpuInfo("u", "n", "H100", None))).clock is None  # type: ignore[union-attr]
+    # An older version's record: its "clock" was the clock health, not a clock.
+    older = {"v": 1, "kind": "gpu", "uuid": "u", "node": "n", "model": "m", "clock": 0.74}
+    assert decode_input(orjson.dumps(older)) == GpuInfo("u", "n", "m", None, None)
 
 
 @pytest.mark.parametrize(
@@ -154,12 +163,12 @@ def test_learner_input_of_another_format_is_refused(data: bytes) -> None:
 @pytest.mark.parametrize(
     ("old", "new", "moved"),
     [
-        (None, GpuInfo("u", "n", "m", 1.0), True),
-        (GpuInfo("u", "n", "m", 1.0), GpuInfo("u", "n", "m", 0.995), False),
-        (GpuInfo("u", "n", "m", 1.0), GpuInfo("u", "n", "m", 0.9), True),
-        (GpuInfo("u", "n", "m", 1.0), GpuInfo("u", "n2", "m", 1.0), True),
-        (GpuInfo("u", "n", "m", 1.0), GpuInfo("u", "n", "m2", 1.0), True),
-        (GpuInfo("u", "n", "m", None), GpuInfo("u", "n", "m", 1.0), True),
+        (None, GpuInfo("u", "n", "m", 1470.0), True),
+        (GpuInfo("u", "n", "m", 1470.0), GpuInfo("u", "n", "m", 1460.0), False),  # 0.7 %
+        (GpuInfo("u", "n", "m", 1470.0), GpuInfo("u", "n", "m", 1440.0), True),  # 2 %
+        (GpuInfo("u", "n", "m", 1470.0), GpuInfo("u", "n2", "m", 1470.0), True),
+        (GpuInfo("u", "n", "m", 1470.0), GpuInfo("u", "n", "m2", 1470.0), True),
+        (GpuInfo("u", "n", "m", None), GpuInfo("u", "n", "m", 1470.0), True),
         (GpuInfo("u", "n", "m", None), GpuInfo("u", "n", "m", None), False),
     ],
 )
@@ -167,3 +176,24 @@ def test_gpu_info_is_sent_again_only_when_it_moved(
     old: GpuInfo | None, new: GpuInfo, moved: bool
 ) -> None:
     assert info_moved(old, new, clock_epsilon=0.01) is moved
+
+
+def _node(*gpus: dict[str, float | None]) -> NodeSample:
+    return NodeSample(
+        node="n",
+        ts_ms=T0,
+        source="sim",
+        gpus=[gpu_sample(uuid=f"g{i}", index=i, **metrics) for i, metrics in enumerate(gpus)],
+    )
+
+
+def test_a_gpus_busy_clock_is_its_sm_clock_in_its_last_busy_sample() -> None:
+    first = _node(
+        {"sm_active": 1.0, "sm_clock_mhz": 1470.0},  # busy by SM activity
+        {"sm_active": 0.3, "gpu_util_pct": 100.0, "sm_clock_mhz": 1980.0},  # SM mostly idle
+        {"sm_active": None, "gpu_util_pct": 95.0, "sm_clock_mhz": 1300.0},  # no GPM counter
+        {"sm_active": None, "gpu_util_pct": 10.0, "sm_clock_mhz": 1980.0},
+        {"sm_active": 1.0, "sm_clock_mhz": None},  # no clock
+    )
+    later = _node({"sm_active": 0.9, "sm_clock_mhz": 1410.0}, {"sm_active": 0.0})
+    assert busy_clocks([first, later]) == {"g0": 1410.0, "g2": 1300.0}

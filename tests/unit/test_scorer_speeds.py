@@ -36,8 +36,8 @@ def report(ts_ms: int, times: dict[str, float], job_class: str = CLASS) -> Joine
     return JoinedProgress("p1", job_class, ts_ms, 60.0, ranks)
 
 
-def infos(*uuids: str, model: str = H100, clock: float | None = 1.0) -> dict[str, GpuInfo]:
-    return {u: GpuInfo(u, f"node-{u}", model, clock) for u in uuids}
+def infos(*uuids: str, model: str = H100, busy_mhz: float | None = 1470.0) -> dict[str, GpuInfo]:
+    return {u: GpuInfo(u, f"node-{u}", model, busy_mhz) for u in uuids}
 
 
 def run(
@@ -62,18 +62,18 @@ def test_rows_round_trip_and_other_formats_are_refused() -> None:
             decode_row(data)
 
 
-def test_the_nvml_prior_is_the_clock_against_the_models_median() -> None:
+def test_the_nvml_prior_is_the_busy_clock_against_the_models_median() -> None:
     fleet = {
-        **infos("a", "b", "c", clock=1.0),
-        **infos("slow", clock=0.5),
-        **infos("old", model=A100, clock=0.8),
-        **infos("noclock", clock=None),
+        **infos("a", "b", "c", busy_mhz=1470.0),  # healthy H100s, SW-power-capped at load
+        **infos("slow", busy_mhz=735.0),
+        **infos("old", model=A100, busy_mhz=1410.0),  # its own model's median: itself
+        **infos("idle", busy_mhz=None),  # never seen busy: no prior
     }
     priors = clock_priors(fleet, CONFIG)
     assert priors["a"] == 0.0
     assert priors["old"] == 0.0
     assert math.isclose(priors["slow"], CONFIG.clock_exponent * math.log(0.5))
-    assert "noclock" not in priors
+    assert "idle" not in priors
 
 
 def test_a_report_carries_each_models_catalogue_speed() -> None:

@@ -98,7 +98,7 @@ class ScoringAgents:
         await self.publish_all(result.emitted, out)
         self.metrics.emitted.inc(len(result.emitted))
         if self.speeds is not None:
-            await self.speeds.on_scores(result.emitted, out, now_ms())
+            await self.speeds.on_scores(result.emitted, samples, out, now_ms())
         partitions = {m.key: m.partition for m in messages}
         for node, row in result.rows.items():
             partition = self.partition_of[node] = partitions[node.encode()]

@@ -90,7 +90,10 @@ class ScorerSettings(ServiceSettings):
     )
     speed_check_s: float = Field(5.0, gt=0, description="how often the speed heartbeat scans")
     speed_clock_epsilon: float = Field(
-        0.01, ge=0, description="a clock health moving more than this reaches the learner"
+        0.01,
+        ge=0,
+        description="a GPU's SM clock while busy moving by more than this fraction "
+        "reaches the learner (its NVML prior)",
     )
 
     progress_hold_s: float = Field(

@@ -10,7 +10,8 @@ Three stages, each in the partitions that hold what it needs:
    decodes it, joins its ranks with the row (a rank on a GPU the placement does not hold
    is dead-lettered and counted by reason) and sends what passes to the learner's
    single-partition input topic. Scored GPUs reach the same topic from the scoring
-   agent (:meth:`SpeedAgents.on_scores`: node, model, clock health, when they move).
+   agent (:meth:`SpeedAgents.on_scores`: node, model, SM clock while busy, when they
+   move).
 3. **Learner** (the input topic's one partition): :meth:`SpeedAgents.on_input` keeps
    ``gpu-infos`` (uuid -> :class:`GpuInfo`) and ``speed-rows`` ("<uuid>/<class>" ->
    :class:`SpeedRow`), both changelogged, so the learned speeds survive kill -9; each
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import faust
@@ -34,6 +35,7 @@ import orjson
 from faust.types import Message
 
 from fairlane_events.codec import encode
+from fairlane_events.fast_samples import AnyNodeSample
 from fairlane_events.records import GpuSpeed, JobProgress, PlacementEvent
 from fairlane_events.topics import JOB_PROGRESS
 from fairlane_scorer.core.holding import HeldRecord, Released
@@ -49,6 +51,7 @@ from fairlane_scorer.core.records import GpuLabels
 from fairlane_scorer.core.speed_book import PublishConfig, SpeedBook
 from fairlane_scorer.core.speed_input import (
     GpuInfo,
+    busy_clocks,
     decode_input,
     encode_gpu_info,
     encode_progress,
@@ -139,6 +142,9 @@ class SpeedAgents:
     book: SpeedBook = field(init=False)
     # uuid -> (what was sent to the learner, when): lost on restart, so sent again once
     forwarded: dict[str, tuple[GpuInfo, int]] = field(default_factory=dict)
+    # uuid -> its SM clock in its last busy sample: lost on restart (the learner keeps
+    # the last one it was sent until a new one comes)
+    busy_clocks: dict[str, float] = field(default_factory=dict)
     _priors: dict[str, float] | None = None  # None: to be computed from gpu_infos again
     _generation: int | None = None
     _event_ms: int | None = None  # the newest time the learner's input told of
@@ -236,14 +242,20 @@ class SpeedAgents:
         self.metrics.progress_rejected.labels(why.reason).inc()
 
     async def on_scores(
-        self, emitted: Iterable[tuple[str, ScoreResult, GpuLabels]], out: Deliveries, at_ms: int
+        self,
+        emitted: Iterable[tuple[str, ScoreResult, GpuLabels]],
+        samples: Iterable[AnyNodeSample],
+        out: Deliveries,
+        at_ms: int,
     ) -> None:
-        """Tell the learner what the published scores say of their GPUs, when it moved
-        (or at least every heartbeat: what was sent may have been lost with a batch)."""
+        """Tell the learner what the published scores and the samples behind them say of
+        their GPUs (node, model, SM clock while busy), when it moved (or at least every
+        heartbeat: what was sent may have been lost with a batch)."""
+        self.busy_clocks.update(busy_clocks(samples))
         period_ms = self.publish.heartbeat_s * 1000
         topic = self.speed_input.get_topic_name()
         for uuid, result, labels in emitted:
-            clock = result.components.get("clock")
+            clock = self.busy_clocks.get(uuid)
             info = GpuInfo(uuid, labels.node, labels.model, clock, result.ts_ms)
             sent = self.forwarded.get(uuid)
             fresh = sent is not None and at_ms - sent[1] < period_ms
@@ -290,6 +302,9 @@ class SpeedAgents:
             self._event_ms = max(self._event_ms or 0, _event_ms(item))
             self.metrics.learner_time_ms.set(self._event_ms)
             if isinstance(item, GpuInfo):
+                stored = self._gpu_info(item.uuid)
+                if item.busy_clock_mhz is None and stored is not None:
+                    item = replace(item, busy_clock_mhz=stored.busy_clock_mhz)
                 encoded = encode_gpu_info(item)
                 await out.write(self.gpu_infos, message.partition, item.uuid, item, encoded)
                 self.metrics.speed_gpu_infos.inc()

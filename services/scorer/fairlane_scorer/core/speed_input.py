@@ -8,8 +8,7 @@ needs arrives on one single-partition internal topic, in the order it was sent:
   that checked it against its placement;
 - ``gpu``: a :class:`GpuInfo`, from the scoring agent, whenever what it says of a GPU
   moved (:func:`info_moved`) or at least every speed heartbeat: its node, its model, its
-  clock health, the NVML prior's input (the score's ``clock`` component: SM clock / max
-  SM clock while a throttle reason other than idle is active, else 1), and when it was
+  SM clock while busy (:func:`busy_clocks`), the NVML prior's input, and when it was
   sampled (the learner forgets a GPU neither sampled nor reported on for a retention).
 
 The format is the scorer's own (not a wire contract): versioned JSON, read only by the
@@ -18,39 +17,78 @@ version that wrote it or a later one.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from fairlane_events.fast_samples import AnyNodeSample
 from fairlane_scorer.core.progress import JoinedProgress, JoinedRank
 from fairlane_scorer.errors import SpeedInputFormatError
 
-__all__ = ["GpuInfo", "decode_input", "encode_gpu_info", "encode_progress", "info_moved"]
+__all__ = [
+    "BUSY_GPU_UTIL_PCT",
+    "BUSY_SM_ACTIVE",
+    "GpuInfo",
+    "busy_clocks",
+    "decode_input",
+    "encode_gpu_info",
+    "encode_progress",
+    "info_moved",
+]
 
 _VERSION = 1
 
 
+#: A GPU is busy (its SM clock says what it runs compute at) at this SM activity, or,
+#: where the GPU has no SM-activity counter, at this utilisation.
+BUSY_SM_ACTIVE = 0.8
+BUSY_GPU_UTIL_PCT = 80.0
+
+
 @dataclass(frozen=True)
 class GpuInfo:
-    """What the scores say of one GPU: where it is, what it is, its clock health."""
+    """What the scorer knows of one GPU: where it is, what it is, its SM clock while
+    busy (the NVML prior's input) and when it was last sampled."""
 
     uuid: str
     node: str
     model: str
-    clock: float | None  # None: the GPU reports no clocks
+    busy_clock_mhz: float | None  # None: not seen busy (with a clock) yet
     seen_ms: int | None = None  # the scored sample's time (None: from an older version)
+
+
+def busy_clocks(samples: Iterable[AnyNodeSample]) -> dict[str, float]:
+    """Each GPU's SM clock in its last sample of ``samples`` in which it was busy.
+
+    At full load a GPU's SM clock is what power, thermals or a fault leave it (a healthy
+    H200 runs SGEMM SW-power-capped at 1470 of 1980 MHz), so the clock while busy, against
+    its model's fleet median, tracks its compute speed (PAL's Longhorn data: r = -0.94
+    with SGEMM time); an idle GPU's clock says nothing of it."""
+    clocks: dict[str, float] = {}
+    for sample in samples:
+        for gpu in sample.gpus:
+            if gpu.sm_clock_mhz is None or gpu.sm_clock_mhz <= 0:
+                continue
+            if gpu.sm_active is not None:
+                busy = gpu.sm_active >= BUSY_SM_ACTIVE
+            else:
+                busy = gpu.gpu_util_pct is not None and gpu.gpu_util_pct >= BUSY_GPU_UTIL_PCT
+            if busy:
+                clocks[gpu.uuid] = float(gpu.sm_clock_mhz)
+    return clocks
 
 
 def info_moved(old: GpuInfo | None, new: GpuInfo, clock_epsilon: float) -> bool:
     """Whether ``new`` says something ``old`` did not: first news of the GPU, another
-    node or model, a clock health appearing, vanishing or moving by more than
+    node or model, a busy clock appearing, vanishing or moving by more than the fraction
     ``clock_epsilon``."""
     if old is None or (old.node, old.model) != (new.node, new.model):
         return True
-    if old.clock is None or new.clock is None:
-        return (old.clock is None) != (new.clock is None)
-    return abs(new.clock - old.clock) > clock_epsilon
+    if old.busy_clock_mhz is None or new.busy_clock_mhz is None:
+        return (old.busy_clock_mhz is None) != (new.busy_clock_mhz is None)
+    return abs(new.busy_clock_mhz / old.busy_clock_mhz - 1.0) > clock_epsilon
 
 
 def encode_progress(joined: JoinedProgress) -> bytes:
@@ -75,7 +113,7 @@ def encode_gpu_info(info: GpuInfo) -> bytes:
             "uuid": info.uuid,
             "node": info.node,
             "model": info.model,
-            "clock": info.clock,
+            "busy_clock_mhz": info.busy_clock_mhz,
             "seen_ms": info.seen_ms,
         }
     )
@@ -88,7 +126,8 @@ def decode_input(data: bytes | None) -> JoinedProgress | GpuInfo:
         if raw["v"] != _VERSION:
             raise SpeedInputFormatError(f"unknown speed-input version {raw['v']!r}")
         if raw["kind"] == "gpu":
-            clock, seen_ms = raw["clock"], raw.get("seen_ms")
+            # Older versions sent the clock health as "clock": not a clock, left out.
+            clock, seen_ms = raw.get("busy_clock_mhz"), raw.get("seen_ms")
             return GpuInfo(
                 str(raw["uuid"]),
                 str(raw["node"]),

@@ -8,8 +8,8 @@ reports' own (``ts_ms``, the end of their window), so a report replayed after a 
 finds its time already learned and teaches nothing twice.
 
 Each rank's catalogue speed (the ``v_m`` of the model) is its GPU model's relative speed
-(:func:`fairlane_scorer.core.records.model_speed`); the NVML prior is the clock health
-of the GPU against its model's fleet median (:func:`clock_priors`).
+(:func:`fairlane_scorer.core.records.model_speed`); the NVML prior is the GPU's SM clock
+while busy against its model's fleet median (:func:`clock_priors`).
 """
 
 from __future__ import annotations
@@ -116,17 +116,18 @@ def decode_row(data: bytes) -> SpeedRow:
 
 
 def clock_priors(infos: Mapping[str, GpuInfo], config: LearnerConfig) -> dict[str, float]:
-    """Each GPU's NVML prior (log speed, :func:`clock_prior`): its clock health against
-    the median of its model's fleet. GPUs without clocks have none (0: speed 1.0)."""
+    """Each GPU's NVML prior (log speed, :func:`clock_prior`): its SM clock while busy
+    against the median of its model's GPUs seen busy. A GPU not seen busy has none (0:
+    speed 1.0)."""
     by_model: dict[str, list[float]] = defaultdict(list)
     for info in infos.values():
-        if info.clock is not None:
-            by_model[info.model].append(info.clock)
+        if info.busy_clock_mhz is not None:
+            by_model[info.model].append(info.busy_clock_mhz)
     medians = {model: float(np.median(clocks)) for model, clocks in by_model.items()}
     return {
-        uuid: clock_prior(info.clock, medians[info.model], config)
+        uuid: clock_prior(info.busy_clock_mhz, medians[info.model], config)
         for uuid, info in infos.items()
-        if info.clock is not None
+        if info.busy_clock_mhz is not None
     }
 
 
