@@ -4,20 +4,21 @@ A ``scores`` policy sees what Fairlane's scorer would publish (a :class:`ScoreKe
 over simulated samples) behind the scheduler's stabilization window; ``truth`` (the
 oracle) sees each GPU's true speed, and ``constant`` (static allocation) sees 1.0.
 
-A per-class policy keeps one more FleetView per job class, each fed every record of the
-plain view with the score multiplied by the GPU's factor for that class (capped at 1.0):
-for ``fairlane-learned`` the speed the product's learner
-(:mod:`fairlane_scoring.learned_speed`) learned from running jobs' reports, read against
-the same model's GPUs (``peer_relative``); for ``oracle-learned`` the true class factor.
-A job is placed through ``choose`` in its class's view. Why views and not a new ranking:
-``choose`` stays the scheduler's own, untouched, and the learned speed enters exactly as
-a score would (a record), stability window and threshold included. The plain view still
-answers :meth:`PolicyView.qualifying` (which only decides when to retry the queue).
+A per-class policy gives the view, beside the scores, each GPU's factor for every job
+class as a learned speed (``FleetView.apply_speed``, capped at 1.0): for
+``fairlane-learned`` the speed the product's learner (:mod:`fairlane_scoring.learned_speed`)
+learned from running jobs' reports, read against the same model's GPUs
+(``peer_relative``); for ``oracle-learned`` the true class factor. A job is placed
+through ``choose`` with its class (``JobShape.job_class``): the scheduler's own
+class-aware path, effective capacity = score x factor x model speed, the gang's slowest
+learned speed ranked in its own step after the capacity's (docs/scheduler.md, "Learned
+speeds"). The threshold and stability window judge the score alone, as in the product.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
@@ -28,7 +29,7 @@ from fairlane_eval.core.policies import PolicySpec
 from fairlane_eval.core.sim_types import SimConfig, Throughputs
 from fairlane_eval.core.telemetry import EPOCH_MS, ScoreKeeper
 from fairlane_eval.core.workload import Job
-from fairlane_events.records import GpuScore
+from fairlane_events.records import GpuScore, GpuSpeed
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
 from fairlane_scheduler.core.placement import (
     Choice,
@@ -89,14 +90,14 @@ class PolicyView:
         )
         self.keeper = ScoreKeeper(fleet, config.score, seed) if spec.view == "scores" else None
         n = len(fleet.gpus)
-        self.class_views: dict[str, FleetView] = {}
         self.factors: dict[str, npt.NDArray[np.float64]] = {}
         true_factors = fleet.class_speeds if spec.view == "truth" else None
         for c, job_cls in enumerate(CLASSES if spec.per_class else ()):
-            self.class_views[job_cls] = FleetView(StabilityPolicy(threshold, window), capacity=n)
             self.factors[job_cls] = (
                 np.ones(n) if true_factors is None else true_factors[:, c].copy()
             )
+            for row in np.flatnonzero(self.factors[job_cls] != 1.0).tolist():
+                self._learn(row, job_cls, EPOCH_MS)
         self.learner = LearnerConfig()
         self.learned: dict[tuple[str, str], SpeedState] | None = {} if spec.learns else None
         self.dirty_classes: set[str] = set()
@@ -111,9 +112,26 @@ class PolicyView:
         return 0 if self.keeper is None else self.keeper.samples_taken
 
     def publish(self, row: int, score: float, ts_s: float) -> None:
-        """Tell the view GPU ``row``'s score (capped at 1.0), as a score record at ``ts_s``;
-        a class view gets it x the GPU's class factor, capped after the product."""
+        """Tell the view GPU ``row``'s score (capped at 1.0), as a score record at ``ts_s``."""
         self._apply(self._record(row, score, ts_s))
+
+    def _learn(self, row: int, job_cls: str, ts_ms: int) -> None:
+        """GPU ``row``'s factor for ``job_cls`` to the view, as a learned speed record."""
+        gpu, speed = self.fleet.gpus[row], min(1.0, float(self.factors[job_cls][row]))
+        self.view.apply_speed(
+            GpuSpeed.model_construct(
+                uuid=gpu.uuid,
+                node=gpu.node,
+                model=gpu.spec.key,
+                job_class=job_cls,
+                speed=speed,
+                low=speed,
+                high=speed,
+                reports=0,
+                confidence=1.0,
+                ts_ms=ts_ms,
+            )
+        )
 
     def _record(self, row: int, score: float, ts_s: float) -> GpuScore:
         gpu = self.fleet.gpus[row]
@@ -134,21 +152,11 @@ class PolicyView:
         )
 
     def _apply(self, record: GpuScore) -> None:
-        """``record`` to the plain view (score capped at 1.0) and to every class view."""
-        row = self.rows[record.uuid]
-        self.last[row] = record
-        self.view.apply(self._scaled(record, 1.0))
-        for job_cls, view in self.class_views.items():
-            view.apply(self._scaled(record, float(self.factors[job_cls][row])))
-
-    @staticmethod
-    def _scaled(record: GpuScore, factor: float) -> GpuScore:
-        score = min(1.0, record.score * factor)
-        if score == record.score:
-            return record
-        return record.model_copy(
-            update={"score": score, "effective_capacity": score * record.speed}
-        )
+        """``record`` to the view, its score capped at 1.0."""
+        self.last[self.rows[record.uuid]] = record
+        if record.score > 1.0:
+            record = record.model_copy(update={"score": 1.0, "effective_capacity": record.speed})
+        self.view.apply(record)
 
     def report(self, report: ProgressReport, now_ms: int) -> None:
         """A running job's report, to the learner; its class's view is refreshed before
@@ -164,10 +172,10 @@ class PolicyView:
 
     def _refresh(self, now_ms: int) -> None:
         """Re-read the learned speeds of the classes reported on, peer-relative per model,
-        and republish the last record of every GPU whose factor moved."""
+        and publish those that moved."""
         assert self.learned is not None
         for job_cls in sorted(self.dirty_classes):
-            factors, view = self.factors[job_cls], self.class_views[job_cls]
+            factors = self.factors[job_cls]
             for rows in self.models.values():
                 uuids = [self.fleet.gpus[r].uuid for r in rows]
                 learned = {
@@ -178,8 +186,7 @@ class PolicyView:
                 for row, uuid in zip(rows, uuids, strict=True):
                     if abs(relative[uuid] - factors[row]) > 1e-9:
                         factors[row] = relative[uuid]
-                        if (record := self.last[row]) is not None:
-                            view.apply(self._scaled(record, relative[uuid]))
+                        self._learn(row, job_cls, now_ms)
         self.dirty_classes.clear()
 
     def sample(self, row: int, tick: int) -> None:
@@ -224,11 +231,10 @@ class PolicyView:
     def choose(
         self, shape: JobShape, allocated: Collection[str], now_ms: int, job_type: str = ""
     ) -> Choice | NoPlacement:
-        """The scheduler's choice for ``shape``; a per-class policy chooses in the view of
+        """The scheduler's choice for ``shape``; a per-class policy's job names
         ``job_type``'s class."""
-        if not self.class_views:
-            return choose(self.view, shape, self.placement, allocated, now_ms)
-        if self.dirty_classes:
-            self._refresh(now_ms)
-        view = self.class_views[job_class(job_type)]
-        return choose(view, shape, self.placement, allocated, now_ms)
+        if self.spec.per_class:
+            if self.dirty_classes:
+                self._refresh(now_ms)
+            shape = replace(shape, job_class=job_class(job_type))
+        return choose(self.view, shape, self.placement, allocated, now_ms)
