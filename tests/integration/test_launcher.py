@@ -42,6 +42,10 @@ from tests.servers import create_database, drop_database
 pytestmark = pytest.mark.integration
 
 GPUS = 4
+#: The module's GPUs claim more memory than any other test's, and every request here asks
+#: for that much: on the broker the whole session shares, no job lands on another
+#: test's nodes (there are B200s elsewhere), whatever the other tests left fresh.
+MEMORY_GIB = 4000.0
 BASE_S = 0.04
 SPEEDS = (1.0, 0.5, 1.0, 0.5)  # GPU i's hidden speed, on every node
 
@@ -56,7 +60,7 @@ def nodes(kafka_bootstrap: str) -> list[str]:
     """Two nodes of the module's own, GPUS B200s each, all healthy."""
     names = [f"launch-{os.urandom(4).hex()}" for _ in range(2)]
     now = int(time.time() * 1000)
-    gpus = [("NVIDIA B200", 0.95, 180.0)] * GPUS
+    gpus = [("NVIDIA B200", 0.95, MEMORY_GIB)] * GPUS
     scores = [s for name in names for s in node_scores(name, gpus, speed=6.0, ts_ms=now)]
     asyncio.run(publish(kafka_bootstrap, scores))
     return names
@@ -98,7 +102,15 @@ def env(
 
 
 def run_args(*extra: str, gpus: int = 2) -> list[str]:
-    return ["--gpus", str(gpus), "--models", "B200", "--lease-s", "3", *extra]
+    return [
+        "--gpus",
+        str(gpus),
+        "--min-gpu-memory-gib",
+        str(MEMORY_GIB),
+        "--lease-s",
+        "3",
+        *extra,
+    ]
 
 
 def demo(*args: str) -> list[str]:
@@ -333,7 +345,11 @@ def test_the_scheduler_gone_leaves_the_placement_to_its_lease(
 
 def test_the_blocking_client_places_renews_and_releases(scheduler: Scheduler) -> None:
     request = PlacementRequest(
-        job_id=f"client-{os.urandom(4).hex()}", gpus_per_node=1, models=["B200"], lease_s=30
+        job_id=f"client-{os.urandom(4).hex()}",
+        gpus_per_node=1,
+        models=["B200"],
+        min_gpu_memory_gib=MEMORY_GIB,
+        lease_s=30,
     )
     with Client(scheduler.url) as api:
         placement = api.place(request)
@@ -355,7 +371,9 @@ def test_the_blocking_client_places_renews_and_releases(scheduler: Scheduler) ->
 
 
 async def test_the_async_client_speaks_the_same_api(scheduler: Scheduler) -> None:
-    request = PlacementRequest(job_id=f"client-{os.urandom(4).hex()}", gpus_per_node=1)
+    request = PlacementRequest(
+        job_id=f"client-{os.urandom(4).hex()}", gpus_per_node=1, min_gpu_memory_gib=MEMORY_GIB
+    )
     async with AsyncClient(scheduler.url) as api:
         placement = await api.place(request)
         assert (await api.get(placement.id)).state == "placed"
@@ -390,7 +408,7 @@ def test_a_gpu_the_scheduler_scores_slow_reaches_the_job(
             model="NVIDIA B200",
             score=0.3,
             speed=6.0,
-            mem_total_bytes=180 * GIB,
+            mem_total_bytes=int(MEMORY_GIB * GIB),
             ts_ms=int(time.time() * 1000),
         )
         asyncio.run(publish(kafka_bootstrap, [slow]))
