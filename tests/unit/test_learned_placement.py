@@ -229,3 +229,15 @@ async def test_a_slow_gpu_is_announced_once_per_placement_gpu_and_source() -> No
         )
     )
     assert [g.source for g in await watch.check()] == ["score"]
+
+
+def test_the_speed_columns_grow_with_the_fleet() -> None:
+    fleet = FleetView(StabilityPolicy(threshold=0.65, window_s=120), capacity=1)
+    fleet.apply_speed(gpu_speed(uuid="n0-2", node="n0", speed=0.5, high=0.6))
+    for i in range(3):
+        fleet.apply(gpu_score(node="n0", uuid=f"n0-{i}", index=i, score=1.0, ts_ms=NOW))
+    fleet.apply_speed(gpu_speed(uuid="n0-0", node="n0", speed=0.9, high=0.95))
+    speeds = fleet.class_speeds("bert")
+    assert speeds is not None
+    assert speeds[:3].tolist() == [0.9, 1.0, 0.5]
+    assert fleet.learned_slow(0.85).tolist() == [False, False, True]

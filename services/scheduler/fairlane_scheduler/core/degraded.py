@@ -12,17 +12,17 @@ A GPU of a placement with a job class is slow
 
 The store records each (placement, GPU, source) it announced, so the event is said once
 per such triple whatever the replicas and restarts (adapters/store.py); this module
-only finds candidates, and a round costs a pass over the held GPUs, not the placements.
+only finds candidates, and a round costs a few vector operations over the fleet's
+columns, not a pass over the placements.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from fairlane_events.records import GpuSpeed, PlacementEvent, SlowGpu
+from fairlane_events.records import PlacementEvent, SlowGpu
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.placements import Placement
 
@@ -45,19 +45,9 @@ def suspects(fleet: FleetView, policy: DegradedPolicy, now_ms: int) -> set[str]:
     """Held GPUs slow under some class or by score: the only ones whose placements need
     looking up."""
     n = len(fleet)
-    held = fleet.held[:n]
     fresh = ~fleet.stale[:n] & (fleet.ts_ms[:n] >= now_ms - policy.stale_after_s * 1000)
-    low = np.flatnonzero(held & fresh & (fleet.score[:n] < policy.threshold))
-    found = {fleet.uuids[r] for r in low.tolist()}
-    for uuid, by_class in fleet.speed_records.items():
-        row = fleet.row.get(uuid)
-        if row is not None and held[row] and _any_slow(by_class.values(), policy.speed):
-            found.add(uuid)
-    return found
-
-
-def _any_slow(speeds: Iterable[GpuSpeed], limit: float) -> bool:
-    return any(speed.high < limit for speed in speeds)
+    slow = (fresh & (fleet.score[:n] < policy.threshold)) | fleet.learned_slow(policy.speed)
+    return {fleet.uuids[r] for r in np.flatnonzero(fleet.held[:n] & slow).tolist()}
 
 
 def slow_gpus(

@@ -71,7 +71,8 @@ class FleetView:
         #: uuid -> job class -> the latest learned speed record (the dashboard's, the
         #: degraded check's, and a GPU's column values when its score row comes later).
         self.speed_records: dict[str, dict[str, GpuSpeed]] = {}
-        #: job class -> each row's learned speed under it (1.0: nothing learned).
+        #: job class -> each row's learned speed under it (1.0: nothing learned), and the
+        #: upper end of its 95 % interval (inf: nothing learned): 2 x rows.
         self.speeds: dict[str, npt.NDArray[np.float64]] = {}
         #: Rows live placements hold, kept by the placement ledger (:meth:`hold`), so a
         #: decision does not look up every allocated uuid (42 ms at 33k of 100k GPUs).
@@ -142,19 +143,28 @@ class FleetView:
         if held is not None and held.ts_ms > speed.ts_ms:
             return False
         by_class[speed.job_class] = speed
-        column = self.speeds.get(speed.job_class)
-        if column is None:
-            column = self.speeds[speed.job_class] = np.ones(len(self.score))
+        columns = self.speeds.get(speed.job_class)
+        if columns is None:
+            columns = self.speeds[speed.job_class] = _no_speeds(len(self.score))
         r = self.row.get(speed.uuid)
         if r is not None:
-            column[r] = speed.speed
+            columns[:, r] = speed.speed, speed.high
             self._touch(int(self.node[r]), scored=True)
         return True
 
     def class_speeds(self, job_class: str | None) -> npt.NDArray[np.float64] | None:
         """Each row's learned speed under ``job_class``; None when none is learned (or
         no class), which reads as 1.0 everywhere."""
-        return None if job_class is None else self.speeds.get(job_class)
+        columns = None if job_class is None else self.speeds.get(job_class)
+        return None if columns is None else columns[0]
+
+    def learned_slow(self, below: float) -> npt.NDArray[np.bool_]:
+        """Rows whose learned speed under some class is, at the upper end of its 95 %
+        interval, below ``below``."""
+        slow = np.zeros(self._n, dtype=bool)
+        for columns in self.speeds.values():
+            slow |= columns[1, : self._n] < below
+        return slow
 
     def cooling(self, now_ms: int) -> npt.NDArray[np.bool_]:
         """Rows that fell below the threshold and have not yet stayed above it for the
@@ -275,7 +285,7 @@ class FleetView:
         self.node[r] = -1  # no node yet: apply sets it
         self.held[r] = uuid in self._held
         for job_class, speed in self.speed_records.get(uuid, {}).items():
-            self.speeds[job_class][r] = speed.speed
+            self.speeds[job_class][:, r] = speed.speed, speed.high
         return r
 
     def _grow(self) -> None:
@@ -287,8 +297,8 @@ class FleetView:
             old = getattr(self, name)
             setattr(self, name, np.concatenate([old, np.full_like(old, NEVER)]))
         self.mem_bytes[self._n :] = -1
-        for job_class, column in self.speeds.items():
-            self.speeds[job_class] = np.concatenate([column, np.ones_like(column)])
+        for job_class, learned in self.speeds.items():
+            self.speeds[job_class] = np.hstack([learned, _no_speeds(learned.shape[1])])
 
     @staticmethod
     def _intern(ids: dict[str, int], names: list[str], name: str) -> int:
@@ -297,3 +307,10 @@ class FleetView:
             found = ids[name] = len(names)
             names.append(name)
         return found
+
+
+def _no_speeds(rows: int) -> npt.NDArray[np.float64]:
+    """A class's speed columns with nothing learned: speed 1.0, upper end inf."""
+    columns = np.ones((2, rows))
+    columns[1] = np.inf
+    return columns
