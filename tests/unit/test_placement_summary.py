@@ -2,8 +2,9 @@
 core/placement_summary.py) equals the full scan's (core/placement.py ``choose`` on the
 held GPUs), on random fleets and through random changes between decisions: score
 records, holds, cordons, GPUs that move or appear, and a clock that ends cooling
-windows, turns records stale and goes back; for single nodes and gangs, with and
-without model and memory constraints and the job's own model speeds, for one replica
+windows, turns records stale and goes back, learned speeds; for single nodes and gangs,
+with and without model and memory constraints, the job's own model speeds and a job
+class, for one replica
 and for replicas' shares, with rankings kept across decisions (and evicted: few shapes
 at once) and made afresh."""
 
@@ -18,7 +19,7 @@ from fairlane_scheduler.core.node_ranking import NodeRankings
 from fairlane_scheduler.core.partial_sort import smallest_by
 from fairlane_scheduler.core.placement import JobShape, PlacementPolicy, choose
 from fairlane_scheduler.core.replica_share import ALONE, ReplicaShare
-from tests.factories import GIB, gpu_score
+from tests.factories import GIB, gpu_score, gpu_speed
 
 NOW = 1_700_000_000_000
 MODELS = ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB")
@@ -31,6 +32,7 @@ policies = st.builds(
     stale=st.sampled_from(["exclude", "last_known"]),
     below_threshold=st.sampled_from(["fail", "best_available"]),
     capacity_resolution=st.sampled_from([0.0, 0.1, 0.5]),
+    speed_resolution=st.sampled_from([0.0, 0.05]),
     share=st.sampled_from([ALONE, ALONE, ReplicaShare(2, 1), ReplicaShare(3, 0)]),
 )
 shapes = st.builds(
@@ -41,6 +43,7 @@ shapes = st.builds(
     models=st.sampled_from([None, None, frozenset({"H100"}), frozenset({"A100-40GB", "H100"})]),
     policy=st.sampled_from(["fastest", "binpack", "spread"]),
     model_speeds=st.sampled_from([None, None, {"H100": 3.0, "A100-40GB": 1.0}]),
+    job_class=st.sampled_from([None, "bert", "bert"]),
 )
 records = st.tuples(
     st.integers(0, NODES - 1),  # node
@@ -55,6 +58,11 @@ changes = st.one_of(
     st.tuples(st.just("cordon"), st.sets(st.integers(0, NODES - 1), max_size=2)),
     st.tuples(st.just("move"), st.integers(0, NODES * SLOTS - 1), st.integers(0, NODES)),
     st.tuples(st.just("clock"), st.sampled_from([-5_000, 1_000, 15_000, 21_000, 40_000])),
+    st.tuples(
+        st.just("speed"),
+        st.integers(0, NODES * SLOTS - 1),
+        st.sampled_from([0.5, 0.8, 0.92, 0.985, 1.0, 1.05]),
+    ),
 )
 
 
@@ -124,6 +132,9 @@ def test_the_summary_choice_equals_the_full_scan(initial, policy, steps) -> None
             fleet.hold(f"n{change[1] // SLOTS}-{change[1] % SLOTS}", held=change[2])
         elif kind == "cordon":
             fleet.cordoned = frozenset(f"n{n}" for n in change[1])
+        elif kind == "speed":  # learned under bert (maybe before the GPU's first score)
+            uuid = f"n{change[1] // SLOTS}-{change[1] % SLOTS}"
+            fleet.apply_speed(gpu_speed(uuid=uuid, speed=change[2], ts_ms=now))
         elif kind == "move":  # a GPU shows up on another node (NODES: a new node)
             gpu = change[1] % SLOTS
             _put(fleet, f"n{change[2]}", f"n{change[1] // SLOTS}-{gpu}", gpu, 0.9, 0, False, now)
