@@ -236,6 +236,39 @@ def test_sigterm_to_the_launcher_stops_the_job_and_releases(
     assert_released(scheduler, placement_id)
 
 
+_DEAF = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "print('deaf', flush=True); time.sleep(60)"
+)
+
+
+def test_a_second_signal_kills_a_job_that_ignores_the_first(
+    env: dict[str, str], scheduler: Scheduler, tmp_path: Path
+) -> None:
+    args = [*run_args("--grace-s", "60"), "--", sys.executable, "-c", _DEAF]
+    with launcher(args, env, tmp_path / "l.log") as run:
+        placement_id = run.placement_id()
+        run.wait_for("deaf")
+        run.proc.send_signal(signal.SIGTERM)
+        run.wait_for("SIGTERM: stopping the job")
+        run.proc.send_signal(signal.SIGINT)
+        assert run.exit_code(timeout_s=20) == 128 + signal.SIGKILL, run.text()
+    assert "SIGINT again: killing the job" in run.text()
+    assert_released(scheduler, placement_id)
+
+
+def test_a_command_that_cannot_run_is_one_line_and_127(
+    env: dict[str, str], scheduler: Scheduler, tmp_path: Path
+) -> None:
+    with launcher([*run_args(), "--", "/nonexistent/job"], env, tmp_path / "l.log") as run:
+        placement_id = run.placement_id()
+        assert run.exit_code() == 127, run.text()
+    text = run.text()
+    assert "fairlane: error: cannot run /nonexistent/job: No such file or directory\n" in text
+    assert "Traceback" not in text
+    assert_released(scheduler, placement_id)
+
+
 def test_sigkill_of_the_job_releases_and_exits_137(
     env: dict[str, str], scheduler: Scheduler, tmp_path: Path
 ) -> None:

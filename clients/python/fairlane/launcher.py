@@ -44,6 +44,8 @@ log = logging.getLogger("fairlane.launcher")
 NOT_PLACED = 2
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _WATCHER_READY_S = 10.0
+#: A shell's exit codes for a command it cannot run.
+_CANNOT_EXECUTE: dict[type[OSError], int] = {FileNotFoundError: 127, PermissionError: 126}
 _FLUSH_S = 5.0
 
 
@@ -91,6 +93,10 @@ class _Run:
         self.window_started = time.monotonic()
 
     def on_signal(self, signum: signal.Signals) -> None:
+        if self.stopped_by is not None:  # a second Ctrl-C: no more grace
+            log.warning("%s again: killing the job", signum.name)
+            self.children.signal(signal.SIGKILL)
+            return
         log.warning("%s: stopping the job (grace %.0f s)", signum.name, self.spec.grace_s)
         self.stopped_by = signum
         self.stop.set()
@@ -159,7 +165,8 @@ class _Run:
             publisher.offer(record)
 
     async def run(self, api: AsyncClient) -> int:
-        settings, spec, placement = self.settings, self.spec, self.placement
+        """The job's exit code, once its children are gone and its progress sent."""
+        settings, placement = self.settings, self.placement
         security = settings.kafka_security()
         bootstrap = settings.kafka_bootstrap_servers
         window = ProgressWindow(placement.nodes)
@@ -187,22 +194,7 @@ class _Run:
                     await asyncio.wait_for(
                         _first(watcher.settled.wait(), self.stop.wait()), _WATCHER_READY_S
                     )
-                envs = [
-                    node_env(
-                        placement.id,
-                        placement.nodes,
-                        node,
-                        job_class=spec.job_class,
-                        progress_socket=sock_path,
-                        degraded_file=str(self.degraded_file),
-                        master_addr=spec.master_addr,
-                    )
-                    for node in placement.nodes
-                ]
-                if not self.stop.is_set():
-                    self.children = await Children.start(spec.command, envs)
-                await self.children.wait_until_done_or_failed(self.stop)
-                await self.children.stop(self.stopped_by or signal.SIGTERM, spec.grace_s)
+                code = await self._run_children(sock_path)
             finally:
                 for signum in _FORWARDED:
                     loop.remove_signal_handler(signum)
@@ -221,8 +213,34 @@ class _Run:
                 await publisher.close()
                 transport.close()
                 self._summary(window, publisher)
-        code = self.children.exit_code()
         return 1 if self.lease_lost and code == 0 else code
+
+    async def _run_children(self, sock_path: str) -> int:
+        """Start one child per node, wait for the end (or a stop), stop what is left: the
+        children's exit code, or a shell's for a command that cannot be run."""
+        spec, placement = self.spec, self.placement
+        envs = [
+            node_env(
+                placement.id,
+                placement.nodes,
+                node,
+                job_class=spec.job_class,
+                progress_socket=sock_path,
+                degraded_file=str(self.degraded_file),
+                master_addr=spec.master_addr,
+            )
+            for node in placement.nodes
+        ]
+        if self.stop.is_set():
+            return 128 + (self.stopped_by or signal.SIGTERM)
+        try:
+            self.children = await Children.start(spec.command, envs)
+        except OSError as exc:  # no such command, not executable: as a shell says it
+            log.error("cannot run %s: %s", spec.command[0], exc.strerror or exc)
+            return _CANNOT_EXECUTE.get(type(exc), 126)
+        await self.children.wait_until_done_or_failed(self.stop)
+        await self.children.stop(self.stopped_by or signal.SIGTERM, spec.grace_s)
+        return self.children.exit_code()
 
     def _summary(self, window: ProgressWindow, publisher: ProgressPublisher) -> None:
         log.info(
