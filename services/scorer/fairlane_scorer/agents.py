@@ -134,7 +134,7 @@ class ScoringAgents:
         for node in sorted({a.node for a in placement.nodes}):
             await out.send(self.by_node.get_topic_name(), node.encode(), message.value)
         if self.speeds is not None:
-            await self.speeds.on_placement(message, placement, out, now_ms())
+            await self.speeds.progress.on_placement(message, placement, out, now_ms())
 
     async def on_node_placement(self, message: Message, out: Deliveries) -> None:
         """Apply a re-keyed placement event (validated upstream) to its node's table row."""

@@ -16,7 +16,8 @@ Tables, both co-partitioned with ``fairlane.node-samples.v1`` (key = node):
   by placement id; one agent re-keys them by node onto an internal topic with the same
   partition count, a second applies them to the table.
 
-The speed learner (:mod:`fairlane_scorer.speed_agents`, unless ``learn_speeds`` is off):
+The speed learner (:mod:`fairlane_scorer.speed_agents` and
+:mod:`fairlane_scorer.progress_agents`, unless ``learn_speeds`` is off):
 
 - ``placement-gpus``: placement id -> its GPUs, co-partitioned with
   ``fairlane.placements.v1`` and ``fairlane.job-progress.v1`` (both keyed by placement
@@ -48,6 +49,7 @@ from fairlane_scorer.consumer import ScorerConsumer, install_transport
 from fairlane_scorer.delivery import Deliveries
 from fairlane_scorer.held_progress import ProgressHold
 from fairlane_scorer.metrics import ScorerMetrics
+from fairlane_scorer.progress_agents import ProgressAgents
 from fairlane_scorer.settings import ScorerSettings
 from fairlane_scorer.speed_agents import SpeedAgents
 
@@ -173,18 +175,25 @@ def _agents(app: faust.App, settings: ScorerSettings, metrics: ScorerMetrics) ->
 
     speeds = None
     if settings.learn_speeds:
+        speed_input = raw_topic(speed_input_topic(settings.app_id), partitions=1, internal=True)
+        progress = ProgressAgents(
+            metrics=metrics,
+            speed_input=speed_input,
+            dead_letters=raw_topic(topics.DEAD_LETTER),
+            placement_gpus=table(PLACEMENT_GPUS_TABLE, value_type=bytes),
+            hold=ProgressHold(settings.hold_config(), table(HELD_PROGRESS_TABLE, value_type=bytes)),
+        )
         speeds = SpeedAgents(
             learner=settings.learner_config(),
             publish=settings.publish_config(),
             clock_epsilon=settings.speed_clock_epsilon,
             metrics=metrics,
-            speed_input=raw_topic(speed_input_topic(settings.app_id), partitions=1, internal=True),
+            speed_input=speed_input,
             speeds=raw_topic(topics.GPU_SPEEDS),
             dead_letters=raw_topic(topics.DEAD_LETTER),
-            placement_gpus=table(PLACEMENT_GPUS_TABLE, value_type=bytes),
+            progress=progress,
             gpu_infos=table(GPU_INFOS_TABLE, 1, value_type=bytes),
             rows=table(SPEED_ROWS_TABLE, 1, value_type=bytes),
-            hold=ProgressHold(settings.hold_config(), table(HELD_PROGRESS_TABLE, value_type=bytes)),
         )
     return ScoringAgents(
         config=settings.score_config(),
@@ -235,7 +244,7 @@ def _learn_speeds(
     )
 
     async def check(message: Message, out: Deliveries) -> None:
-        await speeds.on_progress(message, out, now_ms())
+        await speeds.progress.on_progress(message, out, now_ms())
 
     @app.agent(progress)
     async def join_progress(stream: faust.StreamT[bytes]) -> None:

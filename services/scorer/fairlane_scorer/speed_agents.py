@@ -2,16 +2,13 @@
 
 Three stages, each in the partitions that hold what it needs:
 
-1. **Placements** (``fairlane.placements.v1``, key = placement id): the scoring agents
-   hand every valid placement event to :meth:`SpeedAgents.on_placement`, which keeps the
-   ``placement-gpus`` table (placement id -> {GPU uuid: node}) of live placements.
-2. **Progress** (``fairlane.job-progress.v1``, key = placement id, as many partitions:
-   the same worker owns a record's placement row): :meth:`SpeedAgents.on_progress`
-   decodes it, joins its ranks with the row (a rank on a GPU the placement does not hold
-   is dead-lettered and counted by reason) and sends what passes to the learner's
-   single-partition input topic. Scored GPUs reach the same topic from the scoring
-   agent (:meth:`SpeedAgents.on_scores`: node, model, SM clock while busy, when they
-   move).
+1. **Placements** (``fairlane.placements.v1``, key = placement id) keep the
+   ``placement-gpus`` table of live placements, and
+2. **Progress** (``fairlane.job-progress.v1``, key = placement id) records are checked
+   against it, held until their placement arrives, and sent to the learner's
+   single-partition input topic: :mod:`fairlane_scorer.progress_agents`. Scored GPUs
+   reach the same topic from the scoring agent (:meth:`SpeedAgents.on_scores`: node,
+   model, SM clock while busy, sample time, when they move).
 3. **Learner** (the input topic's one partition): :meth:`SpeedAgents.on_input` keeps
    ``gpu-infos`` (uuid -> :class:`GpuInfo`) and ``speed-rows`` ("<uuid>/<class>" ->
    :class:`SpeedRow`), both changelogged, so the learned speeds survive kill -9; each
@@ -31,22 +28,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import faust
-import orjson
 from faust.types import Message
 
 from fairlane_events.codec import encode
 from fairlane_events.fast_samples import AnyNodeSample
-from fairlane_events.records import GpuSpeed, JobProgress, PlacementEvent
-from fairlane_events.topics import JOB_PROGRESS
-from fairlane_scorer.core.holding import HeldRecord, Released
-from fairlane_scorer.core.progress import (
-    UNKNOWN_PLACEMENT,
-    JoinedProgress,
-    ProgressRejection,
-    decode_progress,
-    join_progress,
-    placement_change,
-)
+from fairlane_events.records import GpuSpeed
+from fairlane_scorer.core.progress import JoinedProgress
 from fairlane_scorer.core.records import GpuLabels
 from fairlane_scorer.core.speed_book import PublishConfig, SpeedBook
 from fairlane_scorer.core.speed_input import (
@@ -54,7 +41,6 @@ from fairlane_scorer.core.speed_input import (
     busy_clocks,
     decode_input,
     encode_gpu_info,
-    encode_progress,
     info_moved,
 )
 from fairlane_scorer.core.speeds import (
@@ -68,9 +54,9 @@ from fairlane_scorer.core.speeds import (
 )
 from fairlane_scorer.delivery import Deliveries
 from fairlane_scorer.errors import SpeedInputFormatError
-from fairlane_scorer.held_progress import ProgressHold
 from fairlane_scorer.metrics import ScorerMetrics
-from fairlane_scorer.rejects import Consumed, dead_letter
+from fairlane_scorer.progress_agents import LEARNER_PARTITION, ProgressAgents
+from fairlane_scorer.rejects import dead_letter
 from fairlane_scoring.learned_speed import LearnerConfig
 from fairlane_scoring.reference import ScoreResult
 
@@ -79,9 +65,6 @@ __all__ = ["SpeedAgents"]
 log = logging.getLogger("fairlane.scorer")
 
 Table = faust.Table[str, Any]
-
-#: The learner's input topic has one partition.
-LEARNER_PARTITION = 0
 
 
 class _Rows(Mapping[str, SpeedRow]):
@@ -104,21 +87,6 @@ class _Rows(Mapping[str, SpeedRow]):
         return len(self._data)
 
 
-@dataclass(frozen=True)
-class _HeldOrigin:
-    """A held progress record as :func:`dead_letter` sees it: where it was read."""
-
-    partition: int
-    offset: int
-    key: bytes
-    value: bytes
-    topic: str = JOB_PROGRESS
-
-
-def _held_origin(pid: str, record: HeldRecord) -> _HeldOrigin:
-    return _HeldOrigin(record.partition, record.offset, pid.encode(), record.value)
-
-
 def _event_ms(item: GpuInfo | JoinedProgress) -> int:
     """The time an input item tells of: a report's window end, a GPU's sample."""
     if isinstance(item, GpuInfo):
@@ -135,10 +103,9 @@ class SpeedAgents:
     speed_input: faust.TopicT  # the learner's input, one partition
     speeds: faust.TopicT  # fairlane.gpu-speeds.v1
     dead_letters: faust.TopicT
-    placement_gpus: Table  # placement id -> {uuid: node} (orjson bytes as recovered)
+    progress: ProgressAgents  # stages 1 and 2: progress checked against its placement
     gpu_infos: Table  # uuid -> GpuInfo (encode_gpu_info bytes as recovered)
     rows: Table  # "<uuid>/<class>" -> SpeedRow (encode_row bytes as recovered)
-    hold: ProgressHold  # progress records waiting for their placement
     book: SpeedBook = field(init=False)
     # uuid -> (what was sent to the learner, when): lost on restart, so sent again once
     forwarded: dict[str, tuple[GpuInfo, int]] = field(default_factory=dict)
@@ -152,94 +119,8 @@ class SpeedAgents:
 
     def __post_init__(self) -> None:
         self.book = SpeedBook(self.learner, self.publish)
-        self.metrics.progress_holding.set_function(self.hold.count)
 
-    # -- stage 1: placements -------------------------------------------------------------
-
-    async def on_placement(
-        self, message: Message, event: PlacementEvent, out: Deliveries, at_ms: int
-    ) -> None:
-        """Keep the placement's row: its GPUs while it lives, nothing once it ended; the
-        progress records held for it are learned (or, if it ended, dead-lettered)."""
-        change = placement_change(event)
-        pid, partition = event.placement_id, message.partition
-        if change is not None and change.gpus is None:
-            held = await self.hold.take(partition, pid, out)
-            if pid in self.placement_gpus.data:
-                await out.delete(self.placement_gpus, partition, pid)
-            why = ProgressRejection(UNKNOWN_PLACEMENT, f"placement {pid!r} ended before it began")
-            for record in held:
-                await self._reject(_held_origin(pid, record), why, out)
-        elif change is not None and change.gpus is not None:
-            self.placement_gpus.data[pid] = change.gpus  # before the hold is read: no await
-            held = await self.hold.take(partition, pid, out)
-            encoded = orjson.dumps(change.gpus)
-            await out.write(self.placement_gpus, partition, pid, change.gpus, encoded)
-            for record in held:
-                origin = _held_origin(pid, record)
-                decoded = decode_progress(origin.key, origin.value)
-                assert not isinstance(decoded, ProgressRejection)  # it was checked when held
-                await self._join(origin, decoded, change.gpus, out, at_ms)
-        await self._drop(await self.hold.expire(partition, out, event.ts_ms), out)
-
-    def placement(self, pid: str) -> dict[str, str] | None:
-        stored = self.placement_gpus.data.get(pid)
-        if isinstance(stored, bytes):
-            stored = self.placement_gpus.data[pid] = orjson.loads(stored)
-        return cast(dict[str, str] | None, stored)
-
-    # -- stage 2: progress and scored GPUs, to the learner ------------------------------
-
-    async def on_progress(self, message: Message, out: Deliveries, at_ms: int) -> None:
-        """Check one progress record against its placement; the learner gets what passes,
-        the hold what comes before its placement."""
-        self.metrics.progress_in.inc()
-        decoded = decode_progress(message.key, message.value)
-        if isinstance(decoded, ProgressRejection):
-            await self._reject(message, decoded, out)
-            return
-        await self._join(message, decoded, self.placement(decoded.placement_id), out, at_ms)
-        await self._drop(await self.hold.expire(message.partition, out), out)
-
-    async def _join(
-        self,
-        origin: Consumed,
-        progress: JobProgress,
-        gpus: dict[str, str] | None,
-        out: Deliveries,
-        at_ms: int,
-    ) -> None:
-        """Send ``progress`` joined with ``gpus`` to the learner, hold it (None: its
-        placement has not arrived) or reject it."""
-        joined = join_progress(progress, gpus, at_ms)
-        if isinstance(joined, ProgressRejection) and joined.reason == UNKNOWN_PLACEMENT:
-            record = HeldRecord(
-                origin.partition, origin.offset, progress.ts_ms, origin.value or b""
-            )
-            dropped = await self.hold.hold(progress.placement_id, record, out)
-            self.metrics.progress_held.inc()
-            await self._drop(dropped, out)
-            return
-        if isinstance(joined, ProgressRejection):
-            await self._reject(origin, joined, out)
-            return
-        await out.send(
-            self.speed_input.get_topic_name(),
-            joined.placement_id.encode(),
-            encode_progress(joined),
-            partition=LEARNER_PARTITION,
-        )
-        self.metrics.progress_accepted.inc()
-
-    async def _drop(self, released: list[Released], out: Deliveries) -> None:
-        for r in released:
-            why = ProgressRejection(r.reason, r.error)
-            await self._reject(_held_origin(r.placement_id, r.record), why, out)
-
-    async def _reject(self, origin: Consumed, why: ProgressRejection, out: Deliveries) -> None:
-        await dead_letter(out, self.dead_letters, origin, f"{why.reason}: {why.error}")
-        self.metrics.dead_lettered.inc()
-        self.metrics.progress_rejected.labels(why.reason).inc()
+    # -- stage 2: scored GPUs, to the learner ---------------------------------------------
 
     async def on_scores(
         self,
