@@ -183,10 +183,12 @@ class _Run:
             transport, _ = await loop.create_datagram_endpoint(
                 lambda: _Receiver(window), family=socket.AF_UNIX, local_addr=sock_path
             )
-            publishing = asyncio.create_task(publisher.run())
-            watching = asyncio.create_task(watcher.run())
-            renewing = asyncio.create_task(self.renew_forever(api))
-            reporting = asyncio.create_task(self.report_forever(window, publisher))
+            publishing = asyncio.create_task(publisher.run(), name="progress publisher")
+            watching = asyncio.create_task(watcher.run(), name="degraded watcher")
+            renewing = asyncio.create_task(self.renew_forever(api), name="lease renewal")
+            reporting = asyncio.create_task(
+                self.report_forever(window, publisher), name="progress windows"
+            )
             for signum in _FORWARDED:
                 loop.add_signal_handler(signum, self.on_signal, signum)
             try:
@@ -207,9 +209,12 @@ class _Run:
                     await asyncio.wait_for(publisher.drained(), _FLUSH_S)
                 publishing.cancel()
                 renewing.cancel()
-                await asyncio.gather(
-                    publishing, watching, renewing, reporting, return_exceptions=True
-                )
+                tasks = (publishing, watching, renewing, reporting)
+                for task, outcome in zip(
+                    tasks, await asyncio.gather(*tasks, return_exceptions=True), strict=True
+                ):
+                    if isinstance(outcome, Exception):  # a bug: said, never the job's failure
+                        log.error("the %s failed: %r", task.get_name(), outcome)
                 await publisher.close()
                 transport.close()
                 self._summary(window, publisher)
