@@ -104,14 +104,22 @@ class ProgressPublisher:
                 raise
             self._producer = producer
         while self._pending:
-            record = self._pending[0]
-            await asyncio.wait_for(
-                self._producer.send_and_wait(
-                    JOB_PROGRESS, encode(record), key=record.placement_id.encode()
-                ),
-                _START_TIMEOUT_S,
-            )
-            self._pending.popleft()
+            # Taken out while in flight: a full buffer meanwhile drops the oldest waiting
+            # record, not this one; a failed send puts it back first in line.
+            record = self._pending.popleft()
+            try:
+                await asyncio.wait_for(
+                    self._producer.send_and_wait(
+                        JOB_PROGRESS, encode(record), key=record.placement_id.encode()
+                    ),
+                    _START_TIMEOUT_S,
+                )
+            except BaseException:
+                if len(self._pending) == self._pending.maxlen:
+                    self.dropped += 1
+                else:
+                    self._pending.appendleft(record)
+                raise
             self.sent += 1
         self._empty.set()
         if self._away:
