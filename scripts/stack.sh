@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The whole local stack for `make run`: Kafka and Postgres (via their scripts), then the
-# scorer, the scheduler and a simulated fleet as background processes with logs and pid
-# files under .local/. `up` waits until the scheduler is ready, prints where things are,
+# scorer, the scheduler, a simulated fleet and simulated jobs (scripts/demo_jobs.sh, through
+# `fairlane run`) as background processes with logs and pid files under .local/. `up`
+# waits until the scheduler is ready, prints where things are,
 # and stays in the foreground: Ctrl-C stops what it started (`DETACH=1` returns instead).
 # If `up` fails half-way, it stops what it had started itself (servers and services that
 # were already running before it are left alone) and exits non-zero.
 #
 #   scripts/stack.sh up | down | status
 #
-# Env: FAIRLANE_NODES (8 simulated nodes), FAIRLANE_GPUS_PER_NODE (8),
+# Env: FAIRLANE_NODES (8 simulated nodes), FAIRLANE_GPUS_PER_NODE (8), FAIRLANE_SLOW_FRACTION
+#      (0.1 of the GPUs slow under compute-bound jobs, unseen by NVML), FAIRLANE_DEMO_JOBS
+#      (3 simulated jobs at a time, 0: none),
 #      FAIRLANE_INTERVAL_S (5, the demo's collection interval), FAIRLANE_PORT (8080),
 #      KAFKA_PORT (19092), PG_PORT (25432), FAIRLANE_STATE_DIR (<repo>/.local),
 #      READY_TIMEOUT (180 s), DETACH (0).
@@ -19,7 +22,7 @@ STATE_DIR=${FAIRLANE_STATE_DIR:-$ROOT/.local}
 RUN_DIR=$STATE_DIR/run
 LOG_DIR=$STATE_DIR/logs
 BIN=$ROOT/.venv/bin
-SERVICES=(scorer scheduler agent)
+SERVICES=(scorer scheduler agent jobs)
 
 # Default ports stay below 32768: Linux lends 32768-60999 to outgoing connections, and a
 # listener there can find its port briefly taken ("Address already in use").
@@ -117,7 +120,10 @@ up() {
   start scorer "$BIN/fairlane-scorer" --data-dir "$STATE_DIR/scorer-data"
   start scheduler "$BIN/fairlane-scheduler" --port "$API_PORT"
   start agent "$BIN/fairlane-agent" --nodes "${FAIRLANE_NODES:-8}" \
-    --gpus-per-node "${FAIRLANE_GPUS_PER_NODE:-8}" --metrics-port 0
+    --gpus-per-node "${FAIRLANE_GPUS_PER_NODE:-8}" --metrics-port 0 \
+    --slow-fraction "${FAIRLANE_SLOW_FRACTION:-0.1}" --hidden-speeds-file "$RUN_DIR/hidden-speeds.json"
+  start jobs env FAIRLANE_SCHEDULER_URL="$API" FAIRLANE_TOKEN="$FAIRLANE_ADMIN_TOKEN" \
+    FAIRLANE_DEMO_SPEEDS="$RUN_DIR/hidden-speeds.json" "$ROOT/scripts/demo_jobs.sh"
   wait_ready
   UP_DONE=1
   cat <<INFO
@@ -127,7 +133,9 @@ Fairlane is running ($(curl -s "$API/readyz")).
   dashboard     $API/dashboard   (sign in with the admin token in $TOKEN_FILE)
   scorer        http://127.0.0.1:6067/metrics
   Kafka         $KAFKA_BOOTSTRAP_SERVERS      Postgres $DATABASE_URL
-  logs          $LOG_DIR/{scorer,scheduler,agent}.log
+  logs          $LOG_DIR/{scorer,scheduler,agent,jobs}.log
+  jobs          ${FAIRLANE_DEMO_JOBS:-3} simulated at a time through \`fairlane run\` (scripts/demo_jobs.sh);
+                the slow GPUs' hidden speeds are in $RUN_DIR/hidden-speeds.json
 
 Place a job (admin token in $TOKEN_FILE):
   curl -s -X POST $API/v1/placements -H "Authorization: Bearer \$(cat $TOKEN_FILE)" \\

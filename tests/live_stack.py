@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,10 +64,12 @@ def live_stack(
     prefix: str,
     scenario: str,
     scorer_settings: dict[str, str] | None = None,
+    agent_flags: Sequence[str] = (),
 ) -> Iterator[LiveStack]:
     """Scorer and scheduler first; the agent once the scheduler answers, so the
     scheduler sees the fleet from its first sample. ``scorer_settings``: more of the
-    scorer's environment (a shorter history window, say)."""
+    scorer's environment (a shorter history window, say); ``agent_flags``: more of the
+    agent's flags (slow GPUs, say)."""
     (tmp / "scenario.toml").write_text(scenario)
     api_port, agent_port = free_port(), free_port()
     env, scorer_env = pipeline_env(kafka_bootstrap, prefix, tmp)
@@ -82,6 +84,7 @@ def live_stack(
     }
     agent_args = ["--node-prefix", prefix, "--scenario", str(tmp / "scenario.toml")]
     agent_args += ["--seed", "3", "--metrics-port", str(agent_port), "--backend", "sim"]
+    agent_args += agent_flags
     scheduler_args = ["--port", str(api_port)]
     with (
         service("fairlane_scorer", [], scorer_env, tmp / "scorer.log") as scorer,
