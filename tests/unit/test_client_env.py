@@ -9,6 +9,7 @@ def test_each_node_gets_its_devices_rank_and_the_gang_wide_values() -> None:
     env = node_env("p1", nodes, nodes[1], job_class="llm", progress_socket="/s", degraded_file="/d")
     assert env == {
         "CUDA_VISIBLE_DEVICES": "2,3",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "MASTER_ADDR": "n0",
         "MASTER_PORT": "29500",
         "NODE_RANK": "1",

@@ -4,6 +4,9 @@ that builds one node's environment from its placement.
 Per node of the placement (one child process each):
 
     CUDA_VISIBLE_DEVICES     the node's GPU indices, as the scheduler chose them
+    CUDA_DEVICE_ORDER        PCI_BUS_ID: the indices are NVML's (PCI bus order), which
+                             CUDA's default order (fastest first) would not match on a
+                             node of mixed GPUs
     MASTER_ADDR, MASTER_PORT the rank-0 node and a port unique among its live placements
     NODE_RANK, NNODES        this node's rank in the gang, and how many nodes
     WORLD_SIZE               GPUs in the whole placement (one rank per GPU)
@@ -62,6 +65,7 @@ def node_env(
     simulated fleet's node names do not resolve)."""
     env = {
         "CUDA_VISIBLE_DEVICES": node.cuda_visible_devices,
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "MASTER_ADDR": master_addr or node.master_addr,
         "MASTER_PORT": str(node.master_port),
         "NODE_RANK": str(node.node_rank),
