@@ -3,7 +3,8 @@
 One thread per GPU of the node (``FAIRLANE_GPU_UUIDS``), each a rank: a little numpy
 work, then a sleep of ``base_s / speed`` where ``speed`` is the GPU's hidden speed from
 the JSON file named by ``FAIRLANE_DEMO_SPEEDS`` (``{uuid: speed}`` or ``{uuid: {class:
-speed}}``, the class being ``FAIRLANE_JOB_CLASS``; 1.0 when absent). That section is
+speed}}``, the class being ``FAIRLANE_JOB_CLASS`` and ``"*"`` any other, as the simulated
+agent's ``--hidden-speeds-file`` writes it; 1.0 when absent). That section is
 timed with :meth:`fairlane.progress.Reporter.step`; then the ranks wait for each other
 (a barrier: the collective, outside the timed section), as a synchronous job does.
 
@@ -34,13 +35,15 @@ from fairlane.progress import Reporter
 __all__ = ["hidden_speed", "main"]
 
 SPEEDS = "FAIRLANE_DEMO_SPEEDS"
+#: The key of every class a GPU's entry does not name (fairlane_sim's ANY_CLASS).
+ANY_CLASS = "*"
 
 
 def hidden_speed(speeds: Mapping[str, object], uuid: str, job_class: str) -> float:
     """The GPU's speed under ``job_class`` from the speeds file's content (1.0 if absent)."""
     entry = speeds.get(uuid, 1.0)
     if isinstance(entry, Mapping):
-        entry = entry.get(job_class, 1.0)
+        entry = entry.get(job_class, entry.get(ANY_CLASS, 1.0))
     if not isinstance(entry, int | float) or entry <= 0:
         raise ValueError(f"{SPEEDS}: speed of {uuid} must be a positive number")
     return float(entry)
