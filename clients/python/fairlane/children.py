@@ -16,6 +16,7 @@ import contextlib
 import ctypes
 import os
 import signal
+import sys
 from collections.abc import Callable, Mapping, Sequence
 
 __all__ = ["Children", "exit_code"]
@@ -24,9 +25,12 @@ __all__ = ["Children", "exit_code"]
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with(parent: int) -> Callable[[], None]:
-    """What the child runs between fork and exec: SIGTERM when ``parent`` dies (Linux),
-    and exit at once if it died already. Only a libc call, loaded before the fork."""
+def _die_with(parent: int) -> Callable[[], None] | None:
+    """What the child runs between fork and exec: SIGTERM when ``parent`` dies, and exit
+    at once if it died already. Only a libc call, loaded before the fork. None where
+    there is no ``prctl`` (not Linux): there the lease alone bounds an orphaned job."""
+    if not sys.platform.startswith("linux"):
+        return None
     libc = ctypes.CDLL(None, use_errno=True)
 
     def preexec() -> None:
