@@ -30,13 +30,19 @@ COPY libs/sim/pyproject.toml libs/sim/
 COPY services/agent/pyproject.toml services/agent/
 COPY services/scheduler/pyproject.toml services/scheduler/
 COPY services/scorer/pyproject.toml services/scorer/
+COPY clients/python/pyproject.toml clients/python/
+COPY eval/pyproject.toml eval/
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --frozen --no-dev --no-install-workspace
 
 # 2) The workspace packages, installed as wheels (not editable): the runtime stage
-#    gets /app/.venv only, never the sources.
+#    gets /app/.venv only, never the sources. Every workspace member, since the root
+#    project depends on them all (uv refuses a lock whose members are missing); the
+#    image so also has `fairlane run` and `fairlane-eval`.
 COPY libs libs
 COPY services services
+COPY clients clients
+COPY eval eval
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --frozen --no-dev --no-editable
 

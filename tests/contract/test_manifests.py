@@ -7,6 +7,7 @@ admit only the control plane to the extender and let agents reach nothing but Ka
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -174,3 +175,30 @@ def test_the_scheduler_shares_the_nodes_among_as_many_replicas_as_it_runs() -> N
     (container,) = (c for c in _containers(scheduler) if c["name"] == "scheduler")
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert int(env["FAIRLANE_REPLICAS"]) == scheduler["spec"]["replicas"]
+
+
+def _copied(dockerfile_part: str) -> list[str]:
+    """The sources of the COPY instructions (no --from) in part of the Dockerfile."""
+    return [
+        source
+        for line in re.findall(r"^COPY\s+(?!--from)(.+)$", dockerfile_part, re.MULTILINE)
+        for source in line.split()[:-1]
+    ]
+
+
+def test_the_image_build_copies_every_workspace_member() -> None:
+    """uv refuses to sync a lock whose workspace members are missing: each member's
+    pyproject.toml must be in the dependency layer, and its sources in the next."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    members = [
+        path.relative_to(ROOT).as_posix()
+        for pattern in pyproject["tool"]["uv"]["workspace"]["members"]
+        for path in sorted(ROOT.glob(pattern))
+        if (path / "pyproject.toml").is_file()
+    ]
+    build = (ROOT / "Dockerfile").read_text().split("FROM ${PYTHON_IMAGE} AS runtime")[0]
+    dependencies, sources = build.split("--no-install-workspace", 1)
+    copied_first, copied_next = _copied(dependencies), _copied(sources)
+    for member in members:
+        assert f"{member}/pyproject.toml" in copied_first, member
+        assert any(member == s or member.startswith(f"{s}/") for s in copied_next), member
