@@ -108,7 +108,8 @@ async def test_a_new_group_reading_progress_before_its_placement_learns_it(
     kafka_bootstrap: str, unique: str, tmp_path: Path, gpus_retired: list[tuple[str, list[str]]]
 ) -> None:
     """The backlog: samples, then progress, then the placement, all produced before the
-    worker starts; whichever topic it reads first, the reports are learned."""
+    worker starts; whichever topic it reads first, the reports are learned, and none is
+    dead-lettered."""
     node = f"backlog-{unique}"
     pid, uuids = _gpus(node, gpus_retired)
     await produce_samples(kafka_bootstrap, [idle_sample(node, uuids, MODEL)])
@@ -119,7 +120,13 @@ async def test_a_new_group_reading_progress_before_its_placement_learns_it(
     async with read_speeds(kafka_bootstrap, node) as reader:
         with run_scorer(kafka_bootstrap, app_id, tmp_path / "data", log, SPEED_ENV, settle=False):
             records = await reader.until(_learned_all(uuids[3], len(reports)), timeout_s=120)
-    _assert_fourth_slow(records, uuids, len(reports))
+    latest = {s.uuid: s for s in records}
+    fast = [latest[u].speed for u in uuids[:3]]
+    assert max(fast) - min(fast) < 0.01
+    assert latest[uuids[3]].speed / fast[0] == pytest.approx(0.6, abs=0.03)
+    # Read in whatever order, the reports may come before the scores name the GPUs'
+    # model: a row learned first is "unknown" until a report after the scores.
+    assert {s.model for s in latest.values()} <= {MODEL, "unknown"}
     assert await dead_letters_from(kafka_bootstrap, JOB_PROGRESS, set(origins), 3) == []
 
 

@@ -114,3 +114,10 @@ def test_a_held_row_in_another_format_is_refused(data: bytes) -> None:
 def test_the_config_refuses_what_cannot_hold() -> None:
     with pytest.raises(ValueError, match="hold_s"):
         HoldConfig(hold_s=0)
+
+
+def test_the_partitions_count_may_be_given_instead_of_counted() -> None:
+    rows: dict[str, HeldRow] = {"p": (record(0, T0),), "q": (record(1, T0 + 1),)}
+    assert hold(rows, "r", record(2, T0 + 2), CONFIG, count=2).dropped == []
+    change = hold(rows, "r", record(2, T0 + 2), CONFIG, count=5)  # the other rows: elsewhere
+    assert [d.record.offset for d in change.dropped] == [0]

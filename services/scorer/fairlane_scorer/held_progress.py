@@ -43,26 +43,33 @@ class ProgressHold:
         self._view: dict[int, dict[str, HeldRow]] = defaultdict(dict)
         self._generation: int | None = None
         self._event_ms: dict[int, int] = {}  # partition -> its newest placement event's ts_ms
+        # Per partition, kept with the view so that a record read costs no scan of it:
+        self._counts: dict[int, int] = defaultdict(int)  # records held
+        self._due_ms: dict[int, int | None] = {}  # next_expiry_ms (absent: to compute)
 
     def count(self) -> int:
         """Records held by this worker."""
-        return sum(len(row) for rows in self._view.values() for row in rows.values())
+        return sum(self._counts.values())
 
     def _rows(self, partition: int) -> dict[str, HeldRow]:
         generation = self._table.app.consumer_generation_id
         if generation != self._generation:
             self._generation = generation
             self._view.clear()
+            self._counts.clear()
+            self._due_ms.clear()
             for pid, stored in list(self._table.data.items()):
                 row = decode_held(stored) if isinstance(stored, bytes) else stored
                 self._table.data[pid] = row
                 if row:
                     self._view[row[0].partition][pid] = row
+                    self._counts[row[0].partition] += len(row)
         return self._view[partition]
 
     async def hold(self, pid: str, record: HeldRecord, out: Deliveries) -> list[Released]:
         """Hold ``record`` for ``pid``; what the caps pushed out (to be dead-lettered)."""
-        change = hold(self._rows(record.partition), pid, record, self._config)
+        rows = self._rows(record.partition)
+        change = hold(rows, pid, record, self._config, self._counts[record.partition])
         await self._apply(record.partition, change, out)
         return change.dropped
 
@@ -82,7 +89,9 @@ class ProgressHold:
             self._event_ms[partition] = max(event_ms, self._event_ms.get(partition, event_ms))
         now = self._event_ms.get(partition)
         rows = self._rows(partition)
-        due = next_expiry_ms(rows, self._config)
+        if partition not in self._due_ms:
+            self._due_ms[partition] = next_expiry_ms(rows, self._config)
+        due = self._due_ms[partition]
         if now is None or due is None or now <= due:
             return []
         change = expire(rows, now, self._config)
@@ -91,7 +100,9 @@ class ProgressHold:
 
     async def _apply(self, partition: int, change: HoldChange, out: Deliveries) -> None:
         rows, data = self._rows(partition), self._table.data
+        self._due_ms.pop(partition, None)
         for pid, row in change.rows.items():  # the table first, with no await between
+            self._counts[partition] += len(row or ()) - len(rows.get(pid, ()))
             if row is None:
                 rows.pop(pid, None)
                 data.pop(pid, None)

@@ -96,11 +96,15 @@ class HoldChange:
 
 
 def hold(
-    rows: Mapping[str, HeldRow], placement_id: str, record: HeldRecord, config: HoldConfig
+    rows: Mapping[str, HeldRow],
+    placement_id: str,
+    record: HeldRecord,
+    config: HoldConfig,
+    count: int | None = None,
 ) -> HoldChange:
-    """``rows`` (one partition's) with ``record`` held for ``placement_id``; the oldest
-    records go (``hold_full``) where a cap overflows. Holding a record already held
-    changes nothing."""
+    """``rows`` (one partition's, holding ``count`` records: None, count them) with
+    ``record`` held for ``placement_id``; the oldest records go (``hold_full``) where a
+    cap overflows. Holding a record already held changes nothing."""
     row = rows.get(placement_id, ())
     if any((r.partition, r.offset) == (record.partition, record.offset) for r in row):
         return HoldChange({}, [])
@@ -116,8 +120,12 @@ def hold(
 
     while len(changed[placement_id] or ()) > config.per_placement:
         drop(placement_id, f"more than {config.per_placement} records held for its placement")
+    if count is None:
+        count = sum(len(r) for r in rows.values())
+    count += 1 - len(dropped)
+    if count <= config.total:
+        return HoldChange(changed, dropped)
     held = {**rows, **changed}
-    count = sum(len(r or ()) for r in held.values())
     while count > config.total:
         oldest = min((r[0].ts_ms, pid) for pid, r in held.items() if r)[1]
         drop(oldest, f"more than {config.total} progress records held in partition")
