@@ -17,6 +17,7 @@ from fairlane_scorer.core.speeds import (
     encode_row,
     gone,
     learn,
+    named,
     speed_key,
     split_key,
     to_report,
@@ -273,3 +274,15 @@ def test_a_forgotten_gpu_is_published_no_more_and_its_peers_follow_the_new_media
     assert moved[speed_key("c", CLASS)].speed == pytest.approx(1.0 / 0.8, abs=0.02)
     assert set(moved) == set(rows)
     assert {key for key, _ in b.heartbeat(rows, {}, now + 10**9)} == set(rows)
+
+
+def test_rows_learned_before_the_scores_named_the_gpu_take_its_model() -> None:
+    unnamed = SpeedRow(SpeedState(), "node-a", UNKNOWN_MODEL, T0)
+    rows = {speed_key("a", CLASS): unnamed, speed_key("a", "other"): unnamed}
+    rows[speed_key("b", CLASS)] = SpeedRow(SpeedState(), "node-b", A100, T0)
+    fleet = infos("a", "b")
+    assert named(rows, fleet["a"], [CLASS, "other", "never"]) == {
+        speed_key("a", CLASS): SpeedRow(SpeedState(), "node-a", H100, T0),
+        speed_key("a", "other"): SpeedRow(SpeedState(), "node-a", H100, T0),
+    }
+    assert named(rows, fleet["b"], [CLASS]) == {}  # named already: the row keeps its model

@@ -50,7 +50,9 @@ from fairlane_scorer.core.speeds import (
     encode_row,
     gone,
     learn,
+    named,
     speed_key,
+    split_key,
 )
 from fairlane_scorer.delivery import Deliveries
 from fairlane_scorer.errors import SpeedInputFormatError
@@ -114,6 +116,7 @@ class SpeedAgents:
     busy_clocks: dict[str, float] = field(default_factory=dict)
     _priors: dict[str, float] | None = None  # None: to be computed from gpu_infos again
     _generation: int | None = None
+    _classes: set[str] | None = None  # the job classes learned (None: to read from rows)
     _event_ms: int | None = None  # the newest time the learner's input told of
     _next_sweep_ms: int = 0  # when (event time) to look for GPUs gone from the fleet
 
@@ -160,19 +163,24 @@ class SpeedAgents:
             self._priors = clock_priors(infos, self.learner)
         return self._priors
 
+    def _job_classes(self) -> set[str]:
+        if self._classes is None:
+            self._classes = {split_key(key)[1] for key in list(self.rows.data)}
+        return self._classes
+
     def _follow_generation(self) -> None:
         """After a rebalance the table may hold other rows: rebuild the book from it."""
         generation = self.speeds.app.consumer_generation_id
         if generation != self._generation:
             self._generation = generation
             self.book.reset()
-            self._priors = None
+            self._priors = self._classes = None
 
     async def on_input(self, messages: list[Message], out: Deliveries, at_ms: int) -> None:
         """Learn from a batch of the learner's input: the GPU news first (the priors are
         computed once a batch), then the reports in order; publish the moved speeds."""
         self._follow_generation()
-        items = []
+        items, news = [], []
         for message in messages:
             try:
                 item = decode_input(message.value)
@@ -190,10 +198,16 @@ class SpeedAgents:
                 await out.write(self.gpu_infos, message.partition, item.uuid, item, encoded)
                 self.metrics.speed_gpu_infos.inc()
                 self._priors = None
+                if stored is None or stored.model != item.model:
+                    news.append(item)
             else:
                 items.append((message, item))
         rows, priors = _Rows(self.rows), self._current_priors()
         touched = set()
+        for gpu in news:
+            for key, row in named(rows, gpu, self._job_classes()).items():
+                await out.write(self.rows, LEARNER_PARTITION, key, row, encode_row(row))
+                touched.add(key)
         for message, joined in items:
             infos = {r.uuid: info for r in joined.ranks if (info := self._gpu_info(r.uuid))}
             keys = [speed_key(r.uuid, joined.job_class) for r in joined.ranks]
@@ -205,6 +219,7 @@ class SpeedAgents:
             for key, row in result.rows.items():
                 await out.write(self.rows, message.partition, key, row, encode_row(row))
                 touched.add(key)
+            self._job_classes().add(joined.job_class)
         if not self.book.primed:
             self.book.prime(rows, priors, at_ms)
         await self._publish(self.book.changed(rows, touched, priors, at_ms), out)

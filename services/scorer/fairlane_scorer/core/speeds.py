@@ -15,8 +15,8 @@ while busy against its model's fleet median (:func:`clock_priors`).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -45,6 +45,7 @@ __all__ = [
     "encode_row",
     "gone",
     "learn",
+    "named",
     "speed_key",
     "split_key",
     "to_report",
@@ -212,3 +213,17 @@ def gone(
     kept = {split_key(key)[0] for key in rows if key not in dropped}
     infos_gone = [uuid for uuid, seen_ms in seen.items() if seen_ms < horizon and uuid not in kept]
     return rows_gone, infos_gone
+
+
+def named(
+    rows: Mapping[str, SpeedRow], info: GpuInfo, job_classes: Iterable[str]
+) -> dict[str, SpeedRow]:
+    """The rows of ``info``'s GPU learned before the scores named its model (a backlog
+    read in another order than it was written), with that model."""
+    out = {}
+    for job_class in job_classes:
+        key = speed_key(info.uuid, job_class)
+        row = rows.get(key)
+        if row is not None and row.model == UNKNOWN_MODEL and info.model != UNKNOWN_MODEL:
+            out[key] = replace(row, model=info.model)
+    return out
