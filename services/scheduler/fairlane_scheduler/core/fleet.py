@@ -80,6 +80,8 @@ class FleetView:
         self._held: set[str] = set()  # the same, by uuid: GPUs held before their score came
         self._changed: set[str] = set()  # GPUs whose record was taken since the last drain
         self._by_node: npt.NDArray[np.intp] | None = None  # rows by node, best score first
+        #: The same per job class, best score x learned speed first.
+        self._by_node_class: dict[str, npt.NDArray[np.intp]] = {}
         self._name_rank: npt.NDArray[np.intp] | None = None  # node id -> rank of its name
         self._others: tuple[ReplicaShare, npt.NDArray[np.float64]] | None = None
         #: Per node id, the :attr:`changes` count when a record or a hold last touched
@@ -127,6 +129,7 @@ class FleetView:
         self.model[r] = self._intern(self._model_id, self.models, spec.key if spec else score.model)
         self.index[r] = score.index
         self._by_node = None
+        self._by_node_class.clear()
         if score.score < self.stability.threshold:
             self.dropped_ms[r] = score.ts_ms
             self.recovered_ms[r] = NEVER
@@ -150,6 +153,7 @@ class FleetView:
         if r is not None:
             columns[:, r] = speed.speed, speed.high
             self._touch(int(self.node[r]), scored=True)
+            self._by_node_class.pop(speed.job_class, None)
         return True
 
     def class_speeds(self, job_class: str | None) -> npt.NDArray[np.float64] | None:
@@ -178,20 +182,25 @@ class FleetView:
         )
         return cooling
 
-    def rows_by_node(self, speeds: npt.NDArray[np.float64] | None = None) -> npt.NDArray[np.intp]:
+    def rows_by_node(self, job_class: str | None = None) -> npt.NDArray[np.intp]:
         """All rows grouped by node, best score first within a node (then GPU index);
-        with a class's ``speeds`` (:meth:`class_speeds`), best score x speed first.
-        Sorted again only after scores changed, not on every decision (by class: on
-        each call, as only the full scan asks)."""
+        with a ``job_class`` something is learned under, best score x learned speed
+        first. Sorted again only after scores (or the class's speeds) changed, not on
+        every decision."""
         n = self._n
-        if speeds is not None:
-            by_class: npt.NDArray[np.intp] = np.lexsort(
-                (self.index[:n], -self.score[:n] * speeds[:n], self.node[:n])
+        speeds = self.class_speeds(job_class)
+        if speeds is None:
+            if self._by_node is None:
+                self._by_node = np.lexsort((self.index[:n], -self.score[:n], self.node[:n]))
+            return self._by_node
+        assert job_class is not None
+        by_class = self._by_node_class.get(job_class)
+        if by_class is None:
+            capacity = -self.score[:n] * speeds[:n]
+            by_class = self._by_node_class[job_class] = np.lexsort(
+                (self.index[:n], capacity, self.node[:n])
             )
-            return by_class
-        if self._by_node is None:
-            self._by_node = np.lexsort((self.index[:n], -self.score[:n], self.node[:n]))
-        return self._by_node
+        return by_class
 
     def name_rank(self) -> npt.NDArray[np.intp]:
         """node id -> position of its name in sorted order (deterministic tie-breaks)."""

@@ -200,12 +200,12 @@ def best_per_node(
     fleet: FleetView,
     ok: npt.NDArray[np.bool_],
     per_node: int,
-    speeds: npt.NDArray[np.float64] | None = None,
+    job_class: str | None = None,
 ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], int]:
     """Nodes with at least ``per_node`` qualifying rows, their best rows (nodes x per_node,
-    best score first; best score x ``speeds``, a class's learned speeds, when given), and
+    best score first; best score x learned speed under ``job_class`` when given), and
     how many qualifying rows sit on nodes with too few."""
-    order = fleet.rows_by_node(speeds)
+    order = fleet.rows_by_node(job_class)
     rows = order[ok[order]]
     nodes = fleet.node[rows]
     if len(rows):
@@ -401,8 +401,7 @@ def _choose(
     policy: PlacementPolicy,
 ) -> Choice | NoPlacement:
     n, per_node = len(fleet), shape.gpus_per_node
-    speeds = fleet.class_speeds(shape.job_class)
-    node_ids, top, short = best_per_node(fleet, qualifying(masks, n), per_node, speeds)
+    node_ids, top, short = best_per_node(fleet, qualifying(masks, n), per_node, shape.job_class)
     if len(node_ids) < shape.nodes:
         rejected = rejections(masks, n)
         if short:
