@@ -24,7 +24,7 @@ from dataclasses import replace
 import numpy as np
 
 from bench.scheduler_place import GPUS_PER_NODE, synthetic_score
-from fairlane_events.records import GpuSpeed
+from fairlane_eval.core.policy_view import speed_record
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.node_ranking import NodeRankings
 from fairlane_scheduler.core.placement import Choice, JobShape, NoPlacement, PlacementPolicy, choose
@@ -45,20 +45,10 @@ def fleet_of(gpus: int, job_class: str | None = None) -> FleetView:
         fleet.apply(score)
         if job_class is not None:
             speed = float(rng.uniform(0.8, 1.05))
-            fleet.apply_speed(
-                GpuSpeed.model_construct(
-                    uuid=score.uuid,
-                    node=score.node,
-                    model=score.model,
-                    job_class=job_class,
-                    speed=speed,
-                    low=speed,
-                    high=speed,
-                    reports=10,
-                    confidence=1.0,
-                    ts_ms=NOW_MS,
-                )
+            learned = speed_record(
+                score.uuid, score.node, score.model, job_class=job_class, speed=speed, ts_ms=NOW_MS
             )
+            fleet.apply_speed(learned)
     return fleet
 
 

@@ -50,7 +50,7 @@ from fairlane_scoring.learned_speed import (
 )
 from fairlane_sim.class_speeds import CLASSES
 
-__all__ = ["PolicyView", "relative_speeds"]
+__all__ = ["PolicyView", "relative_speeds", "speed_record"]
 
 _UNUSABLE = 0.01  # the oracle's threshold: below it a GPU is broken, not slow
 
@@ -69,6 +69,25 @@ def relative_speeds(speeds: Mapping[str, float]) -> dict[str, float]:
     if fastest <= 0:
         return dict(speeds)
     return {model: speed / fastest for model, speed in speeds.items()}
+
+
+def speed_record(
+    uuid: str, node: str, model: str, *, job_class: str, speed: float, ts_ms: int
+) -> GpuSpeed:
+    """A learned speed known exactly (its interval the speed itself), as a simulation
+    hands the scheduler's fleet view what a learner would publish."""
+    return GpuSpeed.model_construct(
+        uuid=uuid,
+        node=node,
+        model=model,
+        job_class=job_class,
+        speed=speed,
+        low=speed,
+        high=speed,
+        reports=0,
+        confidence=1.0,
+        ts_ms=ts_ms,
+    )
 
 
 class PolicyView:
@@ -118,20 +137,10 @@ class PolicyView:
     def _learn(self, row: int, job_cls: str, ts_ms: int) -> None:
         """GPU ``row``'s factor for ``job_cls`` to the view, as a learned speed record."""
         gpu, speed = self.fleet.gpus[row], min(1.0, float(self.factors[job_cls][row]))
-        self.view.apply_speed(
-            GpuSpeed.model_construct(
-                uuid=gpu.uuid,
-                node=gpu.node,
-                model=gpu.spec.key,
-                job_class=job_cls,
-                speed=speed,
-                low=speed,
-                high=speed,
-                reports=0,
-                confidence=1.0,
-                ts_ms=ts_ms,
-            )
+        learned = speed_record(
+            gpu.uuid, gpu.node, gpu.spec.key, job_class=job_cls, speed=speed, ts_ms=ts_ms
         )
+        self.view.apply_speed(learned)
 
     def _record(self, row: int, score: float, ts_s: float) -> GpuScore:
         gpu = self.fleet.gpus[row]
