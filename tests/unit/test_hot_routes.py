@@ -18,6 +18,7 @@ from fairlane_scheduler.api.deps import Runtime, SchedulerMetrics
 from fairlane_scheduler.api.errors import install_error_handlers
 from fairlane_scheduler.api.hot_routes import HotRoutes
 from fairlane_scheduler.api.routes import router
+from fairlane_scheduler.api.schemas import PlacementIn
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.master_port import PortRange
 from fairlane_scheduler.core.placement import PlacementPolicy
@@ -151,3 +152,13 @@ async def test_a_bad_job_class_gets_a_422_naming_its_field() -> None:
             answer = await client.post("/v1/placements", json=body, headers=TEAM)
             assert answer.status_code == 422, (job_class, answer.text)
             assert [e["loc"] for e in answer.json()["detail"]] == [["body", "job_class"]]
+
+
+def test_a_request_without_a_job_class_keeps_its_fingerprint() -> None:
+    """Placements stored before ``job_class`` existed replay for the same body (200, not
+    409): the field is left out of the canonical body when it is not given."""
+    plain = PlacementIn.model_validate({"job_id": "j", "gpus_per_node": 1})
+    assert b"job_class" not in plain.canonical_json("team")
+    classed = PlacementIn.model_validate({"job_id": "j", "gpus_per_node": 1, "job_class": "bert"})
+    assert classed.to_core("team").fingerprint != plain.to_core("team").fingerprint
+    assert classed.to_core("team").job_class == "bert"
