@@ -11,11 +11,11 @@ from typing import Any
 
 import asyncpg
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from fairlane_events.codec import decode
 from fairlane_events.records import PlacementEvent, SlowGpu
-from fairlane_events.topics import PLACEMENTS, STREAM_PARTITIONS
+from fairlane_events.topics import GPU_SPEEDS, PLACEMENTS, STREAM_PARTITIONS
 from fairlane_scheduler.settings import SchedulerSettings
 from tests.factories import gpu_speed
 from tests.integration.test_scheduler_api import publish_scores, wait_until
@@ -99,11 +99,21 @@ async def test_a_job_with_a_class_avoids_the_gpus_learned_slow_under_it(
         # Without the class (or under another) the same GPUs are equals: index order.
         plain = await client.post("/v1/placements", json={**body, "job_id": "plain"})
         assert gpus_of(plain.json()) == [f"GPU-{node}-0", f"GPU-{node}-1"]
-        metrics = (await client.get("/metrics/")).text
-        assert (
-            'fairlane_scheduler_topic_records_total{outcome="applied",topic="fairlane.gpu-speeds.v1"}'
-            in metrics
-        )
+        # A record that is no learned speed is counted, not applied, and nothing stops.
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+        await producer.start()
+        try:
+            await producer.send_and_wait(GPU_SPEEDS, b"not a speed", key=b"x/y")
+        finally:
+            await producer.stop()
+
+        async def counted() -> bool:
+            metrics = (await client.get("/metrics/")).text
+            rejected = f'outcome="rejected",topic="{GPU_SPEEDS}"'
+            line = next(m for m in metrics.splitlines() if rejected in m and "_total" in m)
+            return float(line.rsplit(" ", 1)[1]) >= 1
+
+        await wait_until(counted)
 
 
 async def test_a_slow_gpu_of_a_running_placement_is_announced_once(

@@ -98,7 +98,7 @@ _NO_TELEMETRY: TelemetryConfig = {"tracing": False, "metrics": False, "logs": Fa
 
 
 async def _start_dashboard(
-    runtime: Runtime, bootstrap: str, security: KafkaSecurity
+    runtime: Runtime, speeds: SpeedsFollower, bootstrap: str, security: KafkaSecurity
 ) -> tuple[DashboardFeed, DeadLetterTally]:
     """The dashboard's frames, drawn from what the API answers from, and the tally of
     dead letters it shows."""
@@ -118,6 +118,7 @@ async def _start_dashboard(
         counters=lambda: {
             "score records the scheduler rejected": follower.rejected,
             "score tombstones (deletes) read": follower.deleted,
+            "learned speed records the scheduler rejected": speeds.rejected,
             **dead_letters.as_counters(),
         },
         clock_ms=now_ms,
@@ -264,7 +265,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 service, fleet, followed.scores, metrics, fresh_gpus, policy, live_gpus
             )
             feed, dead_letters = await _start_dashboard(
-                runtime, settings.kafka_bootstrap_servers, kafka
+                runtime, followed.speeds, settings.kafka_bootstrap_servers, kafka
             )
             app.state.dashboard = feed
             relay = await _start_relay(pool, settings.kafka_bootstrap_servers, metrics, kafka)
