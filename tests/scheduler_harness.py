@@ -82,3 +82,13 @@ async def publish(bootstrap: str, records: Iterable[GpuScore | GpuSpeed]) -> Non
             await delivery
     finally:
         await producer.stop()
+
+
+async def send_raw(bootstrap: str, topic: str, value: bytes, key: bytes) -> None:
+    """One record of any bytes (a bad one, say) onto ``topic``, acknowledged."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, value, key=key)
+    finally:
+        await producer.stop()

@@ -19,13 +19,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from aiokafka import AIOKafkaProducer
 from playwright.async_api import Page, async_playwright
 
 from fairlane_events.topics import NODE_SAMPLES
 from tests.factories import gpu_speed
 from tests.live_stack import LiveStack, debian_tool, live_stack
-from tests.scheduler_harness import publish
+from tests.scheduler_harness import publish, send_raw
 
 pytestmark = pytest.mark.e2e
 
@@ -148,12 +147,7 @@ async def test_the_dashboard_shows_the_fleet_live(
     # A node sample the scorer cannot read is dead-lettered, and counted on the page.
     counter = f'[data-counter="dead-lettered from {NODE_SAMPLES}"]'
     before = await dead_letters_shown(page, counter)
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
-    await producer.start()
-    try:
-        await producer.send_and_wait(NODE_SAMPLES, b"not a node sample", key=b"dash")
-    finally:
-        await producer.stop()
+    await send_raw(kafka_bootstrap, NODE_SAMPLES, b"not a node sample", key=b"dash")
     await until(
         page,
         f"Number(document.querySelector('{counter}')?.textContent ?? 0) > {before}",

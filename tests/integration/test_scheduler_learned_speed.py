@@ -11,7 +11,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from fairlane_events.codec import decode
 from fairlane_events.records import PlacementEvent, SlowGpu
@@ -19,7 +19,7 @@ from fairlane_events.topics import GPU_SPEEDS, PLACEMENTS, STREAM_PARTITIONS
 from fairlane_scheduler.settings import SchedulerSettings
 from tests.factories import gpu_speed
 from tests.integration.test_scheduler_api import publish_scores, wait_until
-from tests.scheduler_harness import publish, running_scheduler, wait_for_node
+from tests.scheduler_harness import publish, running_scheduler, send_raw, wait_for_node
 
 pytestmark = pytest.mark.integration
 
@@ -100,12 +100,7 @@ async def test_a_job_with_a_class_avoids_the_gpus_learned_slow_under_it(
         plain = await client.post("/v1/placements", json={**body, "job_id": "plain"})
         assert gpus_of(plain.json()) == [f"GPU-{node}-0", f"GPU-{node}-1"]
         # A record that is no learned speed is counted, not applied, and nothing stops.
-        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
-        await producer.start()
-        try:
-            await producer.send_and_wait(GPU_SPEEDS, b"not a speed", key=b"x/y")
-        finally:
-            await producer.stop()
+        await send_raw(kafka_bootstrap, GPU_SPEEDS, b"not a speed", key=b"x/y")
 
         async def counted() -> bool:
             metrics = (await client.get("/metrics/")).text
