@@ -84,8 +84,9 @@ async def publish(bootstrap: str, records: Iterable[GpuScore | GpuSpeed]) -> Non
         await producer.stop()
 
 
-async def send_raw(bootstrap: str, topic: str, value: bytes, key: bytes) -> None:
-    """One record of any bytes (a bad one, say) onto ``topic``, acknowledged."""
+async def send_raw(bootstrap: str, topic: str, value: bytes | None, key: bytes) -> None:
+    """One record of any bytes (a bad one, say; None: a tombstone) onto ``topic``,
+    acknowledged."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await producer.start()
     try:

@@ -109,6 +109,14 @@ async def test_a_job_with_a_class_avoids_the_gpus_learned_slow_under_it(
             return float(line.rsplit(" ", 1)[1]) >= 1
 
         await wait_until(counted)
+        # A tombstone (the learner forgot a GPU under the class): nothing learned there.
+        await send_raw(kafka_bootstrap, GPU_SPEEDS, None, key=f"GPU-{node}-0/{job_class}".encode())
+
+        async def forgotten() -> bool:
+            return job_class not in fleet.speed_records.get(f"GPU-{node}-0", {})
+
+        await wait_until(forgotten)
+        assert fleet.speed_records[f"GPU-{node}-1"][job_class].speed == 0.5
 
 
 async def test_a_slow_gpu_of_a_running_placement_is_announced_once(

@@ -241,3 +241,16 @@ def test_the_speed_columns_grow_with_the_fleet() -> None:
     assert speeds is not None
     assert speeds[:3].tolist() == [0.9, 1.0, 0.5]
     assert fleet.learned_slow(0.85).tolist() == [False, False, True]
+
+
+def test_a_forgotten_speed_reads_as_nothing_learned() -> None:
+    fleet = fleet_of({"a": [1.0, 1.0], "b": [1.0, 1.0]}, {"a-0": 0.5})
+    rankings, shape = NodeRankings(few_nodes=0), JobShape(2, job_class="bert")
+    assert [n.node for n in placed(rankings.choose(fleet, shape, POLICY, NOW)).nodes] == ["b"]
+    fleet.forget_speed("a-0", "bert")  # a tombstone: the learner forgot the GPU
+    fleet.forget_speed("a-0", "bert")  # twice, or of something never learned: nothing
+    fleet.forget_speed("zz-9", "bert")
+    assert "a-0" not in fleet.speed_records
+    assert not fleet.learned_slow(0.85).any()
+    assert [n.node for n in placed(rankings.choose(fleet, shape, POLICY, NOW)).nodes] == ["a"]
+    assert both_ways(fleet, shape).nodes[0].node == "a"

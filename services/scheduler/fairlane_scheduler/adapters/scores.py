@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any, Generic, TypeVar
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -86,9 +87,11 @@ class TopicFollower(Generic[R]):
         record_type: type[R],
         apply: Callable[[R], bool],
         *,
+        forget: Callable[[bytes], None] | None = None,
         security: KafkaSecurity = PLAINTEXT,
     ) -> None:
         self._bootstrap = bootstrap
+        self._forget = forget  # a tombstone's key; None: what the view holds stays
         self._security = security
         self.topic = topic
         self._record_type = record_type
@@ -99,9 +102,9 @@ class TopicFollower(Generic[R]):
         self.applied = 0  # records taken
         self.older = 0  # valid records older than what the view holds
         self.rejected = 0
-        #: Tombstones read: deletes on the compacted topic, not bad records. What the
-        #: view holds stays (a GPU's last score goes stale like that of any GPU that
-        #: stops reporting).
+        #: Tombstones read: deletes on the compacted topic, not bad records, handed to
+        #: ``forget``. Without one the view keeps what it holds (a GPU's last score goes
+        #: stale like that of any GPU that stops reporting).
         self.deleted = 0
         #: Called after each batch of records is applied: the extender's node summaries
         #: catch up here, off the request path (kube/wiring.py).
@@ -132,19 +135,7 @@ class TopicFollower(Generic[R]):
             batches = await consumer.getmany(timeout_ms=500, max_records=5000)
             for tp, messages in batches.items():
                 for message in messages:
-                    if message.value is None:
-                        self.deleted += 1
-                        continue
-                    try:
-                        record = decode(self._record_type, message.value)
-                    except DecodeError as exc:
-                        self.rejected += 1
-                        log.warning("ignored bad record at %s@%d: %s", tp, message.offset, exc)
-                        continue
-                    if self._apply(record):
-                        self.applied += 1
-                    else:
-                        self.older += 1
+                    self._take(tp, message)
             if batches and self.after_batch is not None:
                 try:
                     self.after_batch()
@@ -155,6 +146,24 @@ class TopicFollower(Generic[R]):
                     del self._pending[tp]
                     if not self._pending:
                         self.caught_up_event.set()
+
+    def _take(self, tp: TopicPartition, message: ConsumerRecord[bytes, bytes]) -> None:
+        """One record: applied, older, rejected (counted and logged) or a tombstone."""
+        if message.value is None:
+            self.deleted += 1
+            if self._forget is not None and message.key is not None:
+                self._forget(message.key)
+            return
+        try:
+            record = decode(self._record_type, message.value)
+        except DecodeError as exc:
+            self.rejected += 1
+            log.warning("ignored bad record at %s@%d: %s", tp, message.offset, exc)
+            return
+        if self._apply(record):
+            self.applied += 1
+        else:
+            self.older += 1
 
 
 class ScoresFollower(TopicFollower[GpuScore]):
@@ -172,7 +181,21 @@ class SpeedsFollower(TopicFollower[GpuSpeed]):
     def __init__(
         self, bootstrap: str, fleet: FleetView, *, security: KafkaSecurity = PLAINTEXT
     ) -> None:
-        super().__init__(bootstrap, GPU_SPEEDS, GpuSpeed, fleet.apply_speed, security=security)
+        super().__init__(
+            bootstrap,
+            GPU_SPEEDS,
+            GpuSpeed,
+            fleet.apply_speed,
+            forget=partial(_forget_speed, fleet),
+            security=security,
+        )
+
+
+def _forget_speed(fleet: FleetView, key: bytes) -> None:
+    """A tombstone of ``"<uuid>/<job class>"`` (a class holds no ``/``): the learner
+    forgot that GPU under that class, so the fleet does too."""
+    uuid, _, job_class = key.decode(errors="replace").rpartition("/")
+    fleet.forget_speed(uuid, job_class)
 
 
 class FollowerCollector(Collector):

@@ -156,6 +156,20 @@ class FleetView:
             self._by_node_class.pop(speed.job_class, None)
         return True
 
+    def forget_speed(self, uuid: str, job_class: str) -> None:
+        """Drop what was learned of ``uuid`` under ``job_class`` (a tombstone): it reads
+        as nothing learned, 1.0."""
+        by_class = self.speed_records.get(uuid, {})
+        if by_class.pop(job_class, None) is None:
+            return
+        if not by_class:
+            del self.speed_records[uuid]
+        r = self.row.get(uuid)
+        if r is not None:
+            self.speeds[job_class][:, r] = 1.0, np.inf
+            self._touch(int(self.node[r]), scored=True)
+            self._by_node_class.pop(job_class, None)
+
     def class_speeds(self, job_class: str | None) -> npt.NDArray[np.float64] | None:
         """Each row's learned speed under ``job_class``; None when none is learned (or
         no class), which reads as 1.0 everywhere."""
