@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from fairlane.kafka_io import partition_of
 from fairlane_events.codec import decode, encode
 from fairlane_events.records import JobProgress, PlacementEvent
 from fairlane_events.topics import JOB_PROGRESS, PLACEMENTS, STREAM_PARTITIONS
 from tests.processes import free_port, service, wait_for_http
+from tests.scheduler_harness import send_raw
 
 
 @dataclass(frozen=True)
@@ -133,9 +134,4 @@ async def published_progress(bootstrap: str, placement_id: str) -> list[JobProgr
 
 async def publish_event(bootstrap: str, event: PlacementEvent) -> None:
     """One placement event, keyed by its placement id as the scheduler's outbox does."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
-    await producer.start()
-    try:
-        await producer.send_and_wait(PLACEMENTS, encode(event), key=event.placement_id.encode())
-    finally:
-        await producer.stop()
+    await send_raw(bootstrap, PLACEMENTS, encode(event), event.placement_id.encode())

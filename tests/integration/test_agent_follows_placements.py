@@ -8,15 +8,14 @@ import time
 from collections.abc import Callable
 
 import pytest
-from aiokafka import AIOKafkaProducer
 
 from fairlane_agent.__main__ import run
 from fairlane_agent.settings import AgentSettings
-from fairlane_events.codec import decode, encode
-from fairlane_events.records import NodeSample, PlacementEvent
-from fairlane_events.topics import PLACEMENTS
+from fairlane_events.codec import decode
+from fairlane_events.records import NodeSample
 from fairlane_sim.fleet import FleetSimulator
 from tests.factories import single_gpu_placement
+from tests.launcher_harness import publish_event
 from tests.node_samples import samples_consumer
 
 pytestmark = pytest.mark.integration
@@ -24,15 +23,6 @@ pytestmark = pytest.mark.integration
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-async def send(bootstrap: str, event: PlacementEvent) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
-    await producer.start()
-    try:
-        await producer.send_and_wait(PLACEMENTS, encode(event), key=event.placement_id.encode())
-    finally:
-        await producer.stop()
 
 
 async def utilisation_reaches(bootstrap: str, node: str, check: Callable[[float], bool]) -> None:
@@ -67,9 +57,13 @@ async def test_a_placed_job_loads_its_simulated_gpu_until_released(
     try:
         await utilisation_reaches(kafka_bootstrap, node, lambda u: u < 5)
         pid = f"p-{unique}"
-        await send(kafka_bootstrap, single_gpu_placement(node, gpu.uuid, "created", now_ms(), pid))
+        await publish_event(
+            kafka_bootstrap, single_gpu_placement(node, gpu.uuid, "created", now_ms(), pid)
+        )
         await utilisation_reaches(kafka_bootstrap, node, lambda u: u >= 92)
-        await send(kafka_bootstrap, single_gpu_placement(node, gpu.uuid, "released", now_ms(), pid))
+        await publish_event(
+            kafka_bootstrap, single_gpu_placement(node, gpu.uuid, "released", now_ms(), pid)
+        )
         await utilisation_reaches(kafka_bootstrap, node, lambda u: u < 5)
     finally:
         stop.set()
