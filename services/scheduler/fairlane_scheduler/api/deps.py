@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, get_args
 
 from fastapi import Depends, Request
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from fairlane_events.records import SlowGpu
 from fairlane_runtime.outage import OutageLog
 from fairlane_scheduler.adapters.live_gpus import LiveGpusCache
 from fairlane_scheduler.adapters.scores import ScoresFollower
@@ -40,6 +41,14 @@ class SchedulerMetrics:
         placements = Counter(
             "fairlane_scheduler_placements", "placement answers", ["outcome"], registry=r
         )
+        degraded = Counter(
+            "fairlane_scheduler_degraded_gpus",
+            "slow GPUs of running placements this replica announced in a degraded event",
+            ["source"],
+            registry=r,
+        )
+        for source in get_args(SlowGpu.model_fields["source"].annotation):
+            degraded.labels(source)  # every series from the start: alerts see 0, not nothing
         return cls(
             registry=r,
             placements=placements,
@@ -76,12 +85,7 @@ class SchedulerMetrics:
                 "first (each retried on a resynchronised view)",
                 registry=r,
             ),
-            degraded=Counter(
-                "fairlane_scheduler_degraded_gpus",
-                "slow GPUs of running placements this replica announced in a degraded event",
-                ["source"],
-                registry=r,
-            ),
+            degraded=degraded,
         )
 
     def outage(self, component: str, dependency: str) -> OutageLog:
