@@ -189,9 +189,10 @@ def test_which_gpus_of_a_placement_are_slow(
     found = slow_gpus(fleet, placement, "bert", DEGRADED, NOW)
     assert [(g.uuid, g.source) for g in found] == [("n0-0", s) for s in sources]
     assert bool(suspects(fleet, DEGRADED, NOW)) == bool(sources)
-    # Under another class nothing is learned: only the score can say so.
-    other = slow_gpus(fleet, placement, "resnet50", DEGRADED, NOW)
-    assert [g.source for g in other] == [s for s in sources if s == "score"]
+    # Under another class, or none, nothing is learned: only the score can say so.
+    for other_class in ("resnet50", None):
+        other = slow_gpus(fleet, placement, other_class, DEGRADED, NOW)
+        assert [g.source for g in other] == [s for s in sources if s == "score"]
 
 
 def placed_on(fleet: FleetView) -> Placement:
@@ -229,6 +230,15 @@ async def test_a_slow_gpu_is_announced_once_per_placement_gpu_and_source() -> No
         )
     )
     assert [g.source for g in await watch.check()] == ["score"]
+    # A placement without a class hears of its GPUs' scores too.
+    gpu = plain.nodes[0].gpus[0]
+    fleet.apply(
+        gpu_score(
+            node=plain.nodes[0].node, uuid=gpu.uuid, index=gpu.index, score=0.3, ts_ms=NOW + 1
+        )
+    )
+    (slow_plain,) = await watch.check()
+    assert (slow_plain.uuid, slow_plain.source) == (gpu.uuid, "score")
 
 
 def test_the_speed_columns_grow_with_the_fleet() -> None:

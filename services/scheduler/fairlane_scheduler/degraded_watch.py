@@ -1,6 +1,6 @@
 """Announces running placements' slow GPUs: each housekeeping round finds the held GPUs
 that are slow (core/degraded.py, from the fleet view in memory), looks up only the live
-placements with a job class that hold them, and has the store record and publish each
+placements that hold them, and has the store record and publish each
 new (placement, GPU, source) once, through the outbox. Postgres is the arbiter: a
 replica that loses the race, or a restarted one, finds the rows there and says nothing.
 """
@@ -42,7 +42,7 @@ class DegradedWatch:
         if not gpus:
             return []
         found, seen = [], set()
-        for placement, job_class in await self._store.live_with_class(sorted(gpus)):
+        for placement, job_class in await self._store.live_holding(sorted(gpus)):
             seen.add(placement.id)
             slow = [
                 gpu

@@ -130,9 +130,9 @@ class PlacementStore(Protocol):
         """What the live placements among ``ids`` hold (the committed rows, any
         replica's)."""
 
-    async def live_with_class(self, gpus: Collection[str]) -> list[tuple[Placement, str]]:
-        """The live placements with a job class that hold any of ``gpus``, each with its
-        class (the committed rows, any replica's)."""
+    async def live_holding(self, gpus: Collection[str]) -> list[tuple[Placement, str | None]]:
+        """The live placements that hold any of ``gpus``, each with its job class (None:
+        the request named none); the committed rows, any replica's."""
 
     async def record_degraded(
         self, placement: Placement, slow: Sequence[SlowGpu], now_ms: int

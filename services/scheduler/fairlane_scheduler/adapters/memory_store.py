@@ -188,13 +188,12 @@ class MemoryStore:
     async def holdings(self, ids: Collection[str]) -> list[Holding]:
         return [Holding.of(p) for p in self._live() if p.id in ids]
 
-    async def live_with_class(self, gpus: Collection[str]) -> list[tuple[Placement, str]]:
+    async def live_holding(self, gpus: Collection[str]) -> list[tuple[Placement, str | None]]:
         wanted = set(gpus)
         return [
-            (p, job_class)
+            (p, self.requests[p.id].job_class)
             for p in self._live()
-            if (job_class := self.requests[p.id].job_class) is not None
-            and any(g.uuid in wanted for n in p.nodes for g in n.gpus)
+            if any(g.uuid in wanted for n in p.nodes for g in n.gpus)
         ]
 
     async def record_degraded(

@@ -54,8 +54,8 @@ _HOLDINGS = """SELECT p.id::text AS id, p.namespace, p.master_node, p.master_por
            array_agg(a.model ORDER BY a.gpu_uuid) AS models
     FROM placements p JOIN allocations a ON a.placement_id = p.id AND a.live
     WHERE p.id = ANY ($1::uuid[]) AND p.state = 'placed' GROUP BY p.id"""
-_LIVE_WITH_CLASS = """SELECT p.*, p.request->>'job_class' AS job_class FROM placements p
-    WHERE p.state = 'placed' AND p.request->>'job_class' IS NOT NULL AND EXISTS (
+_LIVE_HOLDING = """SELECT p.*, p.request->>'job_class' AS job_class FROM placements p
+    WHERE p.state = 'placed' AND EXISTS (
         SELECT 1 FROM allocations a
         WHERE a.live AND a.placement_id = p.id AND a.gpu_uuid = ANY ($1::text[]))"""
 # Only rows this transaction inserts come back: another replica's (or an earlier run's)
@@ -231,8 +231,8 @@ class PostgresStore:
             for r in await self._fetch(_HOLDINGS, list(ids))
         ]
 
-    async def live_with_class(self, gpus: Collection[str]) -> list[tuple[Placement, str]]:
-        rows = await self._fetch(_LIVE_WITH_CLASS, list(gpus))
+    async def live_holding(self, gpus: Collection[str]) -> list[tuple[Placement, str | None]]:
+        rows = await self._fetch(_LIVE_HOLDING, list(gpus))
         return [(placement_of(r), r["job_class"]) for r in rows]
 
     async def record_degraded(

@@ -2,11 +2,12 @@
 ``degraded`` event on ``fairlane.placements.v1``, which tells a job's launcher to
 checkpoint and move.
 
-A GPU of a placement with a job class is slow
+A GPU of a running placement is slow
 
-- by what was *learned* when the upper end of its learned speed's 95 % interval under
-  the placement's class is below ``DegradedPolicy.speed``: confidently that much slower
-  than its model's typical GPU, not a noisy estimate around it;
+- by what was *learned* (placements with a job class) when the upper end of its learned
+  speed's 95 % interval under the placement's class is below ``DegradedPolicy.speed``:
+  confidently that much slower than its model's typical GPU, not a noisy estimate
+  around it;
 - by its *score* when its latest fresh score is below the placement threshold (the GPU
   would not be chosen now; held, its load is masked, so this is its health).
 
@@ -53,17 +54,19 @@ def suspects(fleet: FleetView, policy: DegradedPolicy, now_ms: int) -> set[str]:
 def slow_gpus(
     fleet: FleetView,
     placement: Placement,
-    job_class: str,
+    job_class: str | None,
     policy: DegradedPolicy,
     now_ms: int,
 ) -> list[SlowGpu]:
-    """The placement's GPUs slow now, each by each source that says so (learned first),
-    in the placement's node and GPU order."""
+    """The placement's GPUs slow now, each by each source that says so (learned first,
+    under ``job_class``; None: by score only), in the placement's node and GPU order."""
     found = []
     stale_before_ms = now_ms - policy.stale_after_s * 1000
     for node in placement.nodes:
         for gpu in node.gpus:
-            learned = fleet.speed_records.get(gpu.uuid, {}).get(job_class)
+            learned = (
+                None if job_class is None else fleet.speed_records.get(gpu.uuid, {}).get(job_class)
+            )
             if learned is not None and learned.high < policy.speed:
                 slow = SlowGpu(uuid=gpu.uuid, node=node.node, speed=learned.speed, source="learned")
                 found.append(slow)
