@@ -33,7 +33,7 @@ from faust.types import Message
 from fairlane_events.codec import encode
 from fairlane_events.fast_samples import AnyNodeSample
 from fairlane_events.records import GpuSpeed
-from fairlane_scorer.core.progress import JoinedProgress
+from fairlane_scorer.core.progress import MAX_AHEAD_MS, JoinedProgress
 from fairlane_scorer.core.records import GpuLabels
 from fairlane_scorer.core.speed_book import PublishConfig, SpeedBook
 from fairlane_scorer.core.speed_input import (
@@ -188,7 +188,9 @@ class SpeedAgents:
                 await dead_letter(out, self.dead_letters, message, str(exc))
                 self.metrics.dead_lettered.inc()
                 continue
-            self._event_ms = max(self._event_ms or 0, _event_ms(item))
+            # A clock far ahead (a node's, a job's) must not make the fleet look gone.
+            told_ms = min(_event_ms(item), at_ms + MAX_AHEAD_MS)
+            self._event_ms = max(self._event_ms or 0, told_ms)
             self.metrics.learner_time_ms.set(self._event_ms)
             if isinstance(item, GpuInfo):
                 stored = self._gpu_info(item.uuid)
