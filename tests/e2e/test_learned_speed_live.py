@@ -38,11 +38,14 @@ from tests.servers import ROOT
 pytestmark = pytest.mark.e2e
 
 CLASS = "compute-bound"
-SCENARIO = """name = "learned-speed"
+# L4: a model the other end-to-end tests' fleets do not have, so that in a session whose
+# scheduler also sees their GPUs, these jobs land on this test's fleet only.
+MODEL = "L4"
+SCENARIO = f"""name = "learned-speed"
 [fleet]
 nodes = 2
 gpus_per_node = 4
-models = ["H100"]
+models = ["{MODEL}"]
 degraded_fraction = 0.0
 """
 SLOW_SPEED = 0.5
@@ -58,6 +61,7 @@ def _launch(live: LiveStack, bootstrap: str, speeds: Path, log: Path) -> subproc
         "FAIRLANE_DEMO_SPEEDS": str(speeds),
     }
     run = [str(ROOT / ".venv/bin/fairlane"), "run", "--gpus", "4", "--class", CLASS]
+    run += ["--models", MODEL]
     run += ["--window-s", "2", "--lease-s", "30", "--master-addr", "127.0.0.1", "--"]
     run += [sys.executable, "-m", "fairlane.demo", "--steps", "0", "--base-s", "0.02"]
     with log.open("ab") as out:
@@ -65,11 +69,12 @@ def _launch(live: LiveStack, bootstrap: str, speeds: Path, log: Path) -> subproc
 
 
 def _wait_for_free_gpus(live: LiveStack, count: int, timeout_s: float = 90) -> None:
+    """Until this test's fleet has ``count`` free GPUs in the scheduler's view."""
     headers = {"Authorization": f"Bearer {live.token}"}
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         nodes = httpx.get(f"{live.url}/v1/nodes", headers=headers).json()
-        if sum(n["free"] for n in nodes) >= count:
+        if sum(n["free"] for n in nodes if n["node"].startswith(live.prefix)) >= count:
             return
         time.sleep(1)
     raise AssertionError(f"the scheduler never saw {count} free GPUs: {nodes}")
@@ -132,6 +137,7 @@ async def test_jobs_teach_the_slow_gpus_and_later_placements_avoid_them(
     async with httpx.AsyncClient(base_url=stack.url, headers=headers) as api:
         for n in range(7):
             body = {"job_id": f"after-{n}", "gpus_per_node": 1, "job_class": CLASS}
+            body["models"] = [MODEL]
             response = await api.post("/v1/placements", json=body)
             assert response.status_code == 201, response.text
             taken |= {g["uuid"] for node in response.json()["nodes"] for g in node["gpus"]}
