@@ -22,7 +22,7 @@ from jsonschema.exceptions import ValidationError
 
 from fairlane_events.codec import DecodeError, decode
 from fairlane_events.schemas import TOPIC_RECORDS, schema_path
-from fairlane_events.topics import GPU_SPEEDS, JOB_PROGRESS, NODE_SAMPLES
+from fairlane_events.topics import GPU_SPEEDS, JOB_PROGRESS, NODE_SAMPLES, PLACEMENTS
 from tests.property.schema_strategies import instances, near_misses
 
 TOPICS = sorted(TOPIC_RECORDS)
@@ -53,6 +53,8 @@ def _beyond_schema_rules_hold(topic: str, record: dict[str, Any]) -> bool:
         return len({r["uuid"] for r in ranks}) == len({r["rank"] for r in ranks}) == len(ranks)
     if topic == GPU_SPEEDS:
         return bool(record["low"] <= record["speed"] <= record["high"])
+    if topic == PLACEMENTS:
+        return (record["event"] == "degraded") == bool(record.get("slow_gpus"))
     if topic != NODE_SAMPLES:
         return True
     gpus = record["gpus"]

@@ -197,6 +197,9 @@ class PlacementEvent(Record):
 
     ``degraded`` changes nothing of the allocation: it tells the job's launcher which of its
     GPUs run slow (``slow_gpus``), so that it can checkpoint and move.
+
+    Beyond the schema: ``slow_gpus`` is non-empty on ``degraded`` events and absent (or
+    null) on all others.
     """
 
     schema_: Literal["placement/1"] = Field("placement/1", alias="schema")
