@@ -68,6 +68,14 @@ def _topic_and_key(record: GpuScore | GpuSpeed) -> tuple[str, bytes]:
     return GPU_SPEEDS, f"{record.uuid}/{record.job_class}".encode()
 
 
+def gone_stale(scores: Iterable[GpuScore]) -> list[GpuScore]:
+    """The same GPUs' records, stale and stamped now: what a test publishes when it is
+    done with its nodes, so that the later tests' schedulers (which keep scores fresh for
+    long) never place on them."""
+    now = int(time.time() * 1000)
+    return [s.model_copy(update={"stale": True, "ts_ms": now}) for s in scores]
+
+
 async def publish(bootstrap: str, records: Iterable[GpuScore | GpuSpeed]) -> None:
     """Scores onto the scores topic keyed by uuid, learned speeds onto theirs keyed by
     uuid/class: sent together, then every send awaited."""

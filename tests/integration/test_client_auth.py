@@ -14,7 +14,13 @@ from fairlane.client import AsyncClient
 from fairlane.errors import ApiError
 from fairlane.models import PlacementRequest
 from fairlane_scheduler.settings import SchedulerSettings
-from tests.scheduler_harness import node_scores, publish, running_scheduler, wait_for_node
+from tests.scheduler_harness import (
+    gone_stale,
+    node_scores,
+    publish,
+    running_scheduler,
+    wait_for_node,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -26,9 +32,8 @@ async def test_the_token_places_in_its_namespace_and_a_wrong_one_is_refused(
 ) -> None:
     node = f"client-auth-{unique}"
     gpus = [("NVIDIA B200", 0.95, MEMORY_GIB)]
-    await publish(
-        kafka_bootstrap, node_scores(node, gpus, speed=6.0, ts_ms=int(time.time() * 1000))
-    )
+    scores = node_scores(node, gpus, speed=6.0, ts_ms=int(time.time() * 1000))
+    await publish(kafka_bootstrap, scores)
     settings = SchedulerSettings(
         kafka_bootstrap_servers=kafka_bootstrap,
         database_url=database_url,
@@ -46,3 +51,4 @@ async def test_the_token_places_in_its_namespace_and_a_wrong_one_is_refused(
                     await intruder.get(placement.id)
             assert (refused.value.status, refused.value.code) == (401, "unauthorized")
             assert (await api.release(placement.id)).state == "released"
+    await publish(kafka_bootstrap, gone_stale(scores))

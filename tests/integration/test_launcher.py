@@ -36,7 +36,7 @@ from tests.launcher_harness import (
     wait_until,
 )
 from tests.processes import free_port
-from tests.scheduler_harness import node_scores, publish
+from tests.scheduler_harness import gone_stale, node_scores, publish
 from tests.servers import create_database, drop_database
 
 pytestmark = pytest.mark.integration
@@ -56,14 +56,17 @@ def hidden_speed(uuid: str) -> float:
 
 
 @pytest.fixture(scope="module")
-def nodes(kafka_bootstrap: str) -> list[str]:
-    """Two nodes of the module's own, GPUS B200s each, all healthy."""
+def nodes(kafka_bootstrap: str) -> Iterator[list[str]]:
+    """Two nodes of the module's own, GPUS B200s each, all healthy; stale afterwards, so
+    that the later tests' schedulers (which keep scores fresh for long) never place on
+    these fast GPUs."""
     names = [f"launch-{os.urandom(4).hex()}" for _ in range(2)]
     now = int(time.time() * 1000)
     gpus = [("NVIDIA B200", 0.95, MEMORY_GIB)] * GPUS
     scores = [s for name in names for s in node_scores(name, gpus, speed=6.0, ts_ms=now)]
     asyncio.run(publish(kafka_bootstrap, scores))
-    return names
+    yield names
+    asyncio.run(publish(kafka_bootstrap, gone_stale(scores)))
 
 
 @pytest.fixture(scope="module")
