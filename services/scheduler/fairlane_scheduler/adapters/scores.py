@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from prometheus_client.core import CounterMetricFamily, Metric
@@ -78,7 +78,10 @@ async def stop_following(
 
 class TopicFollower(Generic[R]):
     """Reads one compacted topic of ``record_type`` into ``apply`` (which says whether it
-    took the record: False for one older than what it holds)."""
+    took the record: False for one older than what it holds). ``noun`` names a record in
+    the log ("ignored bad score record ...", which operators and the chaos audit read)."""
+
+    noun: ClassVar[str]
 
     def __init__(
         self,
@@ -158,7 +161,7 @@ class TopicFollower(Generic[R]):
             record = decode(self._record_type, message.value)
         except DecodeError as exc:
             self.rejected += 1
-            log.warning("ignored bad record at %s@%d: %s", tp, message.offset, exc)
+            log.warning("ignored bad %s record at %s@%d: %s", self.noun, tp, message.offset, exc)
             return
         if self._apply(record):
             self.applied += 1
@@ -169,6 +172,8 @@ class TopicFollower(Generic[R]):
 class ScoresFollower(TopicFollower[GpuScore]):
     """``fairlane.gpu-scores.v1`` into the fleet view."""
 
+    noun = "score"
+
     def __init__(
         self, bootstrap: str, fleet: FleetView, *, security: KafkaSecurity = PLAINTEXT
     ) -> None:
@@ -177,6 +182,8 @@ class ScoresFollower(TopicFollower[GpuScore]):
 
 class SpeedsFollower(TopicFollower[GpuSpeed]):
     """``fairlane.gpu-speeds.v1`` into the fleet view's learned speeds."""
+
+    noun = "learned speed"
 
     def __init__(
         self, bootstrap: str, fleet: FleetView, *, security: KafkaSecurity = PLAINTEXT
