@@ -54,7 +54,7 @@ def _beyond_schema_rules_hold(topic: str, record: dict[str, Any]) -> bool:
     if topic == GPU_SPEEDS:
         return bool(record["low"] <= record["speed"] <= record["high"])
     if topic == PLACEMENTS:
-        return (record["event"] == "degraded") == bool(record.get("slow_gpus"))
+        return bool((record["event"] == "degraded") == bool(record.get("slow_gpus")))
     if topic != NODE_SAMPLES:
         return True
     gpus = record["gpus"]
