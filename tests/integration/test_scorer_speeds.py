@@ -110,6 +110,10 @@ async def test_progress_read_before_its_placement_waits_for_it_and_is_learned(
     await score_gpus(scorer, kafka_bootstrap, node, uuids, MODEL)
     held = scorer.metric("fairlane_scorer_progress_held_total")
     reports = _slow_fourth(pid, uuids)
+    # An event from the future in the partition (another test's fake clock, a skewed
+    # replica) counts as now: it must not expire what is held there.
+    future = gang_placement(pid, node, uuids, "pending", now_ms() + 2 * HOLD_MS)
+    await produce_placement(kafka_bootstrap, future)
     async with read_speeds(kafka_bootstrap, node) as reader:
         origins = await produce_progress(kafka_bootstrap, reports)
         await eventually(
@@ -123,11 +127,16 @@ async def test_progress_read_before_its_placement_waits_for_it_and_is_learned(
     assert await dead_letters_from(kafka_bootstrap, JOB_PROGRESS, set(origins), 3) == []
 
 
-async def _expire_holds(bootstrap: str, pid: str, node: str, uuids: list[str], ts_ms: int) -> None:
-    """Move the scheduler's clock in ``pid``'s partition past the hold of records at
-    ``ts_ms``: a ``pending`` event of ``pid`` (it changes no allocation)."""
-    later = ts_ms + HOLD_MS + 1000
-    await produce_placement(bootstrap, gang_placement(pid, node, uuids, "pending", later))
+def _past_the_hold() -> int:
+    """A report time whose hold has run out by now."""
+    return now_ms() - HOLD_MS - 1000
+
+
+async def _expire_holds(bootstrap: str, pid: str, node: str, uuids: list[str]) -> None:
+    """Bring the scheduler's clock in ``pid``'s partition to now, past the hold of records
+    stamped :func:`_past_the_hold`: a ``pending`` event of ``pid`` (it changes no
+    allocation). An event stamped later than now would count as now."""
+    await produce_placement(bootstrap, gang_placement(pid, node, uuids, "pending"))
 
 
 def _rejected(scorer: Scorer, reason: str) -> float:
@@ -140,11 +149,10 @@ async def test_progress_naming_a_gpu_outside_its_placement_is_dead_lettered(
     node = f"foreign-{unique}"
     pid, uuids = await place_fresh_gpus(scorer, kafka_bootstrap, node, MODEL, gpus_retired)
     before = {r: _rejected(scorer, r) for r in ("foreign_gpu", "unknown_placement", "invalid")}
-    ts = now_ms()
-    foreign = job_progress(pid, ts, {uuids[0]: 0.3, f"{node}-elsewhere": 0.3})
-    unknown = job_progress(f"p-nobody-{unique}", ts, dict.fromkeys(uuids, 0.3))
+    foreign = job_progress(pid, now_ms(), {uuids[0]: 0.3, f"{node}-elsewhere": 0.3})
+    unknown = job_progress(f"p-nobody-{unique}", _past_the_hold(), dict.fromkeys(uuids, 0.3))
     origins = await produce_progress(kafka_bootstrap, [foreign, unknown])
-    await _expire_holds(kafka_bootstrap, unknown.placement_id, node, uuids, ts)
+    await _expire_holds(kafka_bootstrap, unknown.placement_id, node, uuids)
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
     await producer.start()
     try:
@@ -175,9 +183,9 @@ async def test_a_released_placement_takes_its_gpus_with_it(
     await produce_placement(kafka_bootstrap, gang_placement(pid, node, uuids, "released"))
     await eventually(lambda: scorer.metric("fairlane_scorer_placement_events_total") > applied)
     before = _rejected(scorer, "unknown_placement")
-    ts = now_ms()
-    await produce_progress(kafka_bootstrap, [job_progress(pid, ts, dict.fromkeys(uuids, 0.3))])
-    await _expire_holds(kafka_bootstrap, pid, node, uuids, ts)
+    late = job_progress(pid, _past_the_hold(), dict.fromkeys(uuids, 0.3))
+    await produce_progress(kafka_bootstrap, [late])
+    await _expire_holds(kafka_bootstrap, pid, node, uuids)
     await eventually(lambda: _rejected(scorer, "unknown_placement") > before)
 
 

@@ -100,7 +100,10 @@ class ProgressAgents:
                     await self._reject(origin, decoded, out)
                 else:
                     await self._join(origin, decoded, change.gpus, out, at_ms)
-        await self._drop(await self.hold.expire(partition, out, event.ts_ms), out)
+        # An event stamped ahead of the scorer's clock moves the hold's clock only to now:
+        # one placement event from the future (a skewed replica, a bad producer) must not
+        # expire every record held in its partition, and all that come there later.
+        await self._drop(await self.hold.expire(partition, out, min(event.ts_ms, at_ms)), out)
 
     def placement(self, pid: str) -> dict[str, str] | None:
         stored = self.placement_gpus.data.get(pid)

@@ -10,8 +10,8 @@ co-partitioned with both topics and changelogged, so it survives kill -9), until
 - its placement ends first (its ``created`` event was never seen): it is dead-lettered
   as ``unknown_placement``;
 - the hold expires: the partition's event time (the newest ``ts_ms`` of the placement
-  events read from it) passed the record's ``ts_ms`` by more than ``hold_s``:
-  dead-lettered as ``unknown_placement``;
+  events read from it, one stamped ahead of the scorer's clock counting as now) passed
+  the record's ``ts_ms`` by more than ``hold_s``: dead-lettered as ``unknown_placement``;
 - the hold overflows: more than ``per_placement`` records of one placement, or more
   than ``total`` in the partition: the oldest go, as ``hold_full``.
 
