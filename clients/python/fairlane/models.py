@@ -38,6 +38,12 @@ class PlacementRequest(BaseModel):
     job_class: str | None = Field(
         None, description="the kind of work, as the job's progress records name it"
     )
+    gpu_share: float | None = Field(
+        None, gt=0, le=1, description="a share of one GPU's compute; gpus_per_node and nodes 1"
+    )
+    gpu_memory_mib: int | None = Field(
+        None, ge=1, description="with gpu_share: the GPU memory the share may use"
+    )
 
 
 class Placement(BaseModel):

@@ -7,12 +7,22 @@ from typing import Annotated, Literal
 
 import orjson
 from fastapi import Response
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from fairlane_events.gpu_models import CATALOG, find_model
 from fairlane_events.json_numbers import AS_INT
 from fairlane_events.records import JobClass, NodeAssignment
 from fairlane_scheduler.core.placements import Placement, PlacementRequest
+from fairlane_scheduler.core.shares import SHARE_SCALE, share_milli
 
 __all__ = ["PlacementIn", "PlacementOut", "PlacementPage", "RenewIn", "placement_json"]
 
@@ -40,6 +50,9 @@ GpuModelName = Annotated[
     AfterValidator(_known_model),
     WithJsonSchema({"type": "string", "enum": list(GPU_MODEL_NAMES)}),
 ]
+
+
+_MAX_GPU_MEMORY_MIB = 16 * 1024 * 1024  # 16 TiB: beyond any GPU, inside Postgres integer
 
 
 class PlacementIn(BaseModel):
@@ -70,26 +83,62 @@ class PlacementIn(BaseModel):
         description="the kind of work, as the job reports its progress: placed by score x "
         "the GPUs' learned speeds under it, and told (a degraded event) when one turns slow",
     )
+    gpu_share: Annotated[float, Field(gt=0, le=1)] | None = Field(
+        None,
+        description="a share of ONE GPU's compute (0 < share <= 1, in thousandths): the job "
+        "shares the GPU with others; needs gpus_per_node 1 and nodes 1",
+    )
+    gpu_memory_mib: Annotated[int, Field(ge=1, le=_MAX_GPU_MEMORY_MIB), AS_INT] | None = Field(
+        None,
+        description="with gpu_share: the GPU memory the job may use; default: the share of "
+        "the chosen GPU's memory",
+    )
+
+    @model_validator(mode="after")
+    def _fractional_fits(self) -> PlacementIn:
+        """A fractional request takes one share of one GPU, on a model with that memory."""
+        if self.gpu_share is None:
+            if self.gpu_memory_mib is not None:
+                _refuse("gpu_share", "gpu_memory_mib is a share's memory: give gpu_share too")
+            return self
+        if share_milli(self.gpu_share) < 1:
+            _refuse("gpu_share", f"gpu_share is counted in 1/{SHARE_SCALE}: at least 0.001")
+        for field in ("gpus_per_node", "nodes"):
+            if getattr(self, field) != 1:
+                _refuse(field, f"a fractional request (gpu_share) takes one GPU: {field} must be 1")
+        if self.gpu_memory_mib is not None:
+            largest = max(_memory_mib(key) for key in self._model_keys() or CATALOG)
+            if self.gpu_memory_mib > largest:
+                _refuse(
+                    "gpu_memory_mib",
+                    f"gpu_memory_mib {self.gpu_memory_mib} exceeds the largest allowed GPU's "
+                    f"memory ({largest} MiB)",
+                )
+        return self
+
+    def _model_keys(self) -> frozenset[str] | None:
+        if self.models is None:
+            return None
+        return frozenset(spec.key for m in self.models if (spec := find_model(m)))
 
     def canonical_json(self, namespace: str) -> bytes:
         """The body in ``namespace`` (the token's when the body names none), keys sorted;
-        without ``job_class`` when it is not given, so a request's fingerprint is the one
-        it had before the field existed."""
-        body = self.model_dump(mode="json", exclude=None if self.job_class else {"job_class"})
+        without the fields added later (``job_class``, ``gpu_share``, ``gpu_memory_mib``)
+        when they are not given, so a request's fingerprint is the one it had before they
+        existed."""
+        unset = {f for f in _ADDED_FIELDS if getattr(self, f) is None}
+        body = self.model_dump(mode="json", exclude=unset)
         return orjson.dumps({**body, "namespace": namespace}, option=orjson.OPT_SORT_KEYS)
 
     def to_core(self, namespace: str) -> PlacementRequest:
         """The core request in ``namespace``, resolved by the caller (``self.namespace``,
         else the token's)."""
-        models = None
-        if self.models is not None:
-            models = frozenset(spec.key for m in self.models if (spec := find_model(m)))
         return PlacementRequest(
             job_id=self.job_id,
             namespace=namespace,
             gpus_per_node=self.gpus_per_node,
             min_gpu_memory_gib=self.min_gpu_memory_gib,
-            models=models,
+            models=self._model_keys(),
             fingerprint=hashlib.sha256(self.canonical_json(namespace)).hexdigest(),
             lease_s=self.lease_s,
             nodes=self.nodes,
@@ -97,7 +146,25 @@ class PlacementIn(BaseModel):
             queue=self.queue,
             priority=self.priority,
             job_class=self.job_class,
+            gpu_share=self.gpu_share,
+            gpu_memory_mib=self.gpu_memory_mib,
         )
+
+
+#: Request fields added after the first release: left out of the fingerprint when unset.
+_ADDED_FIELDS = ("job_class", "gpu_share", "gpu_memory_mib")
+
+
+def _memory_mib(model_key: str) -> int:
+    return round(CATALOG[model_key].mem_gib * 1024)
+
+
+def _refuse(field: str, message: str) -> None:
+    """A 422 whose error names ``field`` (its ``loc``), as a field's own validation does."""
+    error = PydanticCustomError("fractional_request", message)
+    raise ValidationError.from_exception_data(
+        "PlacementIn", [InitErrorDetails(type=error, loc=(field,), input=None)]
+    )
 
 
 class RenewIn(BaseModel):

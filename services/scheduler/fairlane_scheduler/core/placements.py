@@ -44,6 +44,16 @@ class PlacementRequest:
     #: The kind of work (fairlane.gpu-speeds.v1's job class): placed by score x the GPUs'
     #: learned speeds under it, and told (``degraded``) when one of its GPUs turns slow.
     job_class: str | None = None
+    #: A share of ONE GPU's compute (0 < share <= 1): the job shares the GPU; None: whole
+    #: GPUs. Then ``gpus_per_node`` and ``nodes`` are 1 (the API refuses anything else).
+    gpu_share: float | None = None
+    #: With ``gpu_share``: the GPU memory the share may use; None: the share of the
+    #: chosen GPU's memory.
+    gpu_memory_mib: int | None = None
+
+    @property
+    def is_fractional(self) -> bool:
+        return self.gpu_share is not None
 
 
 def request_to_json(request: PlacementRequest) -> bytes:
