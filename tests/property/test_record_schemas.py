@@ -54,7 +54,12 @@ def _beyond_schema_rules_hold(topic: str, record: dict[str, Any]) -> bool:
     if topic == GPU_SPEEDS:
         return bool(record["low"] <= record["speed"] <= record["high"])
     if topic == PLACEMENTS:
-        return bool((record["event"] == "degraded") == bool(record.get("slow_gpus")))
+        idle = record["event"] == "idle"
+        return bool(
+            (record["event"] == "degraded") == bool(record.get("slow_gpus"))
+            and idle == (record.get("idle_since_ms") is not None)
+            and (idle or record.get("lease_expires_ms") is None)
+        )
     if topic != NODE_SAMPLES:
         return True
     gpus = record["gpus"]

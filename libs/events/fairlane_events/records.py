@@ -156,6 +156,12 @@ class GpuScore(Record):
     samples_in_window: Count
     stale: Bool
     mem_total_bytes: Bytes | None = None
+    activity: Fraction | None = Field(
+        None,
+        description="the GPU's own compute activity in its newest sample, whoever runs on "
+        "it (max of sm_active and gpu_util_pct / 100; load masking does not hide it); "
+        "absent when stale or not reported",
+    )
     ts_ms: EpochMs = Field(description="time of the newest sample behind this score")
 
     model_config = ConfigDict(populate_by_name=True)
@@ -196,22 +202,32 @@ class PlacementEvent(Record):
     """``fairlane.placements.v1``, key = placement id: one lifecycle change.
 
     ``degraded`` changes nothing of the allocation: it tells the job's launcher which of its
-    GPUs run slow (``slow_gpus``), so that it can checkpoint and move.
+    GPUs run slow (``slow_gpus``), so that it can checkpoint and move. ``idle`` changes
+    nothing of the allocation either: every GPU of the placement has been near-idle since
+    ``idle_since_ms``; ``lease_expires_ms`` is set when its namespace's policy shortened
+    the lease (the placement expires then unless it gets busy again).
 
     Beyond the schema: ``slow_gpus`` is non-empty on ``degraded`` events and absent (or
-    null) on all others.
+    null) on all others; ``idle_since_ms`` is given on ``idle`` events and absent (or null)
+    on all others, and so is ``lease_expires_ms`` (which ``idle`` may omit).
     """
 
     schema_: Literal["placement/1"] = Field("placement/1", alias="schema")
     placement_id: str
     job_id: str
     namespace: str
-    event: Literal["created", "pending", "released", "expired", "failed", "degraded"]
+    event: Literal["created", "pending", "released", "expired", "failed", "degraded", "idle"]
     ts_ms: EpochMs
     nodes: list[NodeAssignment]
     reason: str | None = None
     slow_gpus: list[SlowGpu] | None = Field(
         None, description="degraded only: the placement's GPUs found slow"
+    )
+    idle_since_ms: EpochMs | None = Field(
+        None, description="idle only: since when every GPU of the placement has been near-idle"
+    )
+    lease_expires_ms: EpochMs | None = Field(
+        None, description="idle only: the lease as the namespace's idle policy shortened it"
     )
 
     model_config = ConfigDict(populate_by_name=True)
@@ -220,6 +236,10 @@ class PlacementEvent(Record):
     def _slow_gpus_with_degraded(self) -> PlacementEvent:
         if (self.event == "degraded") != bool(self.slow_gpus):
             raise ValueError("slow_gpus: required (non-empty) on degraded events, else absent")
+        if (self.event == "idle") != (self.idle_since_ms is not None):
+            raise ValueError("idle_since_ms: required on idle events, else absent")
+        if self.event != "idle" and self.lease_expires_ms is not None:
+            raise ValueError("lease_expires_ms: only on idle events")
         return self
 
 
