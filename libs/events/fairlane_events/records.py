@@ -168,10 +168,17 @@ class GpuScore(Record):
 
 
 class GpuSlot(Record):
-    """One GPU handed to a job."""
+    """One GPU handed to a job; ``share`` and ``memory_mib`` only when the job holds a
+    share of it (issue 29: a fractional placement), absent on whole GPUs."""
 
     uuid: GpuUuid
     index: GpuIndex
+    share: Annotated[Float, Field(gt=0, le=1)] | None = Field(
+        None, description="fractional placements only: the share of the GPU's compute held"
+    )
+    memory_mib: Annotated[StrictInt, Field(ge=1, le=2**31 - 1), AS_INT] | None = Field(
+        None, description="fractional placements only: the GPU memory the share may use"
+    )
 
 
 class NodeAssignment(Record):
