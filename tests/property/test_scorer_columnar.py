@@ -74,6 +74,7 @@ class OneByOne:
 
     windows: dict[str, GpuWindow] = field(default_factory=dict)
     published: list[tuple[str, ScoreResult]] = field(default_factory=list)
+    activities: list[tuple[str, int, float | None]] = field(default_factory=list)
     duplicates: int = 0
 
     def put(self, record: NodeSample, allocations: NodeAllocations) -> None:
@@ -89,6 +90,7 @@ class OneByOne:
             result = score_window(fresh, record.ts_ms, since, CONFIG)
             if should_emit(fresh, result, record.ts_ms, CONFIG):
                 self.published.append((gpu.uuid, result))
+                self.activities.append((gpu.uuid, result.ts_ms, fresh.activity))
                 fresh = mark_emitted(fresh, result, record.ts_ms)
             self.windows[gpu.uuid] = fresh
 
@@ -98,7 +100,8 @@ def assert_same_window(got: GpuWindow, want: GpuWindow) -> None:
     assert np.allclose(got.kept, want.kept, rtol=0, atol=1e-9)
     assert np.array_equal(got.recent, want.recent, equal_nan=True)
     for name, value in want.__dict__.items():
-        if name not in ("kept", "recent", "filtered", "emitted_score"):
+        # A node's state keeps no activity: only a score published with its sample says it.
+        if name not in ("kept", "recent", "filtered", "emitted_score", "activity"):
             assert getattr(got, name) == value, name
     assert (got.emitted_score is None) == (want.emitted_score is None)
     assert math.isclose(got.emitted_score or 0.0, want.emitted_score or 0.0, abs_tol=1e-9)
@@ -120,12 +123,14 @@ def test_columnar_batches_equal_the_one_gpu_form(
     oracle = OneByOne()
     rows: dict[str, NodeState] = {}
     published: list[tuple[str, ScoreResult]] = []
+    activities: list[tuple[str, int, float | None]] = []
     duplicates = 0
     for first in range(0, len(records), batch_size):
         batch = [r for _, r in records[first : first + batch_size]]
         result = score_batch(batch, rows, dict(allocations), CONFIG)
         rows.update({node: decode_node(encode_node(row)) for node, row in result.rows.items()})
         published += [(uuid, score) for uuid, score, _ in result.emitted]
+        activities += [(u, score.ts_ms, labels.activity) for u, score, labels in result.emitted]
         duplicates += result.duplicates
         for record in batch:
             oracle.put(record, allocations[record.node])
@@ -137,6 +142,7 @@ def test_columnar_batches_equal_the_one_gpu_form(
     assert [u for u, _ in got] == [u for u, _ in expected]
     for (_, a), (_, b) in zip(got, expected, strict=True):
         assert_same(a, b)
+    assert sorted(activities, key=str) == sorted(oracle.activities, key=str)
     later = max(r.ts_ms for _, r in records) + data.draw(st.integers(0, 200_000))
     for state in rows.values():
         late = {state.uuids[g] for g in overdue(state, later, CONFIG)}

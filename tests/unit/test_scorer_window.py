@@ -50,7 +50,11 @@ def test_windows_survive_their_node_row_encoding() -> None:
     for got, want in zip(decoded.values(), (first, second), strict=True):
         assert np.array_equal(got.kept, want.kept)
         assert np.array_equal(got.recent, want.recent, equal_nan=True)
-        assert replace(got, kept=want.kept, recent=want.recent).__dict__ == want.__dict__
+        # The newest sample's activity is published with that sample's score, not kept:
+        # a window read back from its row is only ever published stale (activity None).
+        assert got.activity is None
+        restored = replace(got, kept=want.kept, recent=want.recent, activity=want.activity)
+        assert restored.__dict__ == want.__dict__
 
 
 def test_duplicate_sample_is_not_accepted() -> None:
@@ -142,7 +146,11 @@ def test_rows_of_the_earlier_format_are_still_read() -> None:
     for got, want in zip(decode_node(old).values(), (first, second), strict=True):
         assert np.array_equal(got.kept, want.kept)
         assert np.array_equal(got.recent, want.recent, equal_nan=True)
-        assert replace(got, kept=want.kept, recent=want.recent).__dict__ == want.__dict__
+        # The newest sample's activity is published with that sample's score, not kept:
+        # a window read back from its row is only ever published stale (activity None).
+        assert got.activity is None
+        restored = replace(got, kept=want.kept, recent=want.recent, activity=want.activity)
+        assert restored.__dict__ == want.__dict__
     assert encode_node(decode_node(old)) == encode_node({"GPU-1": first, "GPU-2": second})
 
 

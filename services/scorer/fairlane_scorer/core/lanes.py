@@ -24,6 +24,7 @@ from fairlane_scorer.core.allocations import NodeAllocations, allocations_of
 from fairlane_scorer.core.node_state import EMITTED_COLUMNS, NO_ECC, IntArray, NodeState
 from fairlane_scorer.core.records import GpuLabels
 from fairlane_scorer.core.window import RECENT_COLUMNS, FloatArray
+from fairlane_scoring.activity import gpu_activity
 from fairlane_scoring.allocation import load_since_ms
 from fairlane_scoring.config import COMPONENTS
 from fairlane_scoring.reference import KEPT_COLUMNS
@@ -124,14 +125,17 @@ class Lanes:
         return list(zip(self.starts.tolist(), ends, strict=True))
 
     def labels(self, lanes: list[int]) -> list[GpuLabels]:
-        """The score-record labels of these lanes."""
+        """The score-record labels of these (active) lanes, with their new sample's
+        activity."""
         node_of = np.repeat(np.arange(len(self.nodes)), np.diff([*self.starts, len(self.uuids)]))
         starts, nodes, node_label = self.starts.tolist(), self.nodes, self.node_label
+        sample_of = np.searchsorted(self.sampled, lanes).tolist()
         out = []
-        for lane, i in zip(lanes, node_of[lanes].tolist(), strict=True):
+        for lane, i, k in zip(lanes, node_of[lanes].tolist(), sample_of, strict=True):
             index, model, mem_total = node_label[i]
             g = lane - starts[i]
-            out.append(GpuLabels(nodes[i], index[g], model[g], mem_total[g]))
+            activity = gpu_activity(self.samples[k])
+            out.append(GpuLabels(nodes[i], index[g], model[g], mem_total[g], activity))
         return out
 
 

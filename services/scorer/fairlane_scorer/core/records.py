@@ -26,6 +26,8 @@ class Labelled(Protocol):
     def model(self) -> str: ...
     @property
     def mem_total_bytes(self) -> int | None: ...
+    @property
+    def activity(self) -> float | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +36,7 @@ class GpuLabels:
     index: int
     model: str
     mem_total_bytes: int | None
+    activity: float | None = None  # of the newest sample (fairlane_scoring.activity)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -59,8 +62,14 @@ def score_record(uuid: str, window: Labelled, result: ScoreResult) -> GpuScore:
         samples_in_window=result.samples_in_window,
         stale=result.stale,
         mem_total_bytes=window.mem_total_bytes,
+        activity=_activity(window, result),
         ts_ms=result.ts_ms,
     )
+
+
+def _activity(window: Labelled, result: ScoreResult) -> float | None:
+    """The newest sample's activity; none on a stale score (it says nothing of now)."""
+    return None if result.stale else window.activity
 
 
 def score_json(uuid: str, window: Labelled, result: ScoreResult) -> bytes:
@@ -85,6 +94,7 @@ def score_json(uuid: str, window: Labelled, result: ScoreResult) -> bytes:
             "samples_in_window": result.samples_in_window,
             "stale": result.stale,
             "mem_total_bytes": window.mem_total_bytes,
+            "activity": _activity(window, result),
             "ts_ms": result.ts_ms,
         }
     )

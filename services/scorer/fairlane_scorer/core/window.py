@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fairlane_events.records import GpuSample
+from fairlane_scoring.activity import gpu_activity
 from fairlane_scoring.components import Components, component_scores, health_gate
 from fairlane_scoring.config import COMPONENTS, ScoreConfig
 from fairlane_scoring.outliers import filter_components
@@ -58,6 +59,7 @@ class GpuWindow:
     emitted_score: float | None = None  # what the scores topic last said...
     emitted_stale: bool | None = None
     emitted_at_ms: int | None = None  # ...and when (event time)
+    activity: float | None = None  # of the newest sample (fairlane_scoring.activity)
 
     @property
     def last_ts_ms(self) -> int:
@@ -99,6 +101,7 @@ def successor(u: Update, kept: FloatArray, recent: FloatArray, filtered: Compone
         emitted_score=None if previous is None else previous.emitted_score,
         emitted_stale=None if previous is None else previous.emitted_stale,
         emitted_at_ms=None if previous is None else previous.emitted_at_ms,
+        activity=gpu_activity(u.sample),
     )
 
 
