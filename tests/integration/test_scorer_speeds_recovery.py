@@ -1,7 +1,8 @@
 """Learned speeds survive kill -9: the learner's state is in its changelogged tables, and
 the reports read again after the restart are not learned twice; progress records held
 for their placement survive it too. A new consumer group that reads a backlog of both
-topics learns from records produced before their placement. A GPU gone from the fleet
+topics learns from records produced before their placement, and from those produced
+before it ended but read after its end. A GPU gone from the fleet
 is forgotten (tombstoned) once its retention passed.
 
 Its own module: no other scorer may run meanwhile (every scorer learns from the shared
@@ -104,11 +105,12 @@ async def test_kill_9_then_restart_keeps_what_was_learned_and_what_was_held(
     assert await dead_letters_from(kafka_bootstrap, JOB_PROGRESS, set(held_at), 3) == []
 
 
-async def test_a_new_group_reading_progress_before_its_placement_learns_it(
+async def test_a_new_group_reading_progress_around_its_placements_events_learns_it(
     kafka_bootstrap: str, unique: str, tmp_path: Path, gpus_retired: list[tuple[str, list[str]]]
 ) -> None:
-    """The backlog: samples, then progress, then the placement, all produced before the
-    worker starts; whichever topic it reads first, the reports are learned, and none is
+    """The backlog: samples, then progress, then the placement and its end, all produced
+    before the worker starts; whichever topic it reads first (the reports before the
+    placement's start, or after its end), the reports are learned, and none is
     dead-lettered."""
     node = f"backlog-{unique}"
     pid, uuids = _gpus(node, gpus_retired)
@@ -116,6 +118,8 @@ async def test_a_new_group_reading_progress_before_its_placement_learns_it(
     reports = _reports(pid, uuids, now_ms(), 6)
     origins = await produce_progress(kafka_bootstrap, reports)
     await produce_placement(kafka_bootstrap, gang_placement(pid, node, uuids))
+    end_ms = reports[-1].ts_ms  # the last window began a minute before the end
+    await produce_placement(kafka_bootstrap, gang_placement(pid, node, uuids, "released", end_ms))
     app_id, log = f"scorer-backlog-{unique}", tmp_path / "s.log"
     async with read_speeds(kafka_bootstrap, node) as reader:
         with run_scorer(kafka_bootstrap, app_id, tmp_path / "data", log, SPEED_ENV, settle=False):

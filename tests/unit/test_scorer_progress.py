@@ -79,7 +79,7 @@ def progress(uuids: list[str], pid: str = "p1", **overrides: Any) -> JobProgress
     return JobProgress.model_validate(values)
 
 
-def test_created_holds_every_gpu_by_node_and_an_ending_event_forgets_the_placement() -> None:
+def test_created_holds_every_gpu_by_node_and_an_ending_event_ends_the_placement() -> None:
     created = placement_change(placement("created"))
     assert created == PlacementChange({"n1-g0": "n1", "n1-g1": "n1", "n2-g0": "n2", "n2-g1": "n2"})
     for kind in ("released", "expired", "failed"):
@@ -111,6 +111,16 @@ def test_a_rank_on_a_gpu_outside_the_placement_is_rejected() -> None:
 def test_progress_of_no_live_placement_is_rejected() -> None:
     joined = join_progress(progress(["n1-g0"]), None, T0)
     assert joined == ProgressRejection(UNKNOWN_PLACEMENT, "no live placement 'p1'")
+
+
+def test_an_ended_placement_vouches_only_for_windows_begun_before_its_end() -> None:
+    gpus = {"n1-g0": "n1"}
+    record = progress(["n1-g0"])  # its window: [T0, T0 + 1 min)
+    assert isinstance(join_progress(record, gpus, T0, ended_ms=T0 + 1), JoinedProgress)
+    after = join_progress(record, gpus, T0, ended_ms=T0)
+    assert after == ProgressRejection(
+        UNKNOWN_PLACEMENT, f"placement 'p1' ended at {T0}, before this window began"
+    )
 
 
 def test_a_report_from_beyond_the_hour_ahead_is_rejected() -> None:

@@ -24,6 +24,8 @@ The speed learner (:mod:`fairlane_scorer.speed_agents` and
   id), written by the placements agent and read by the progress agent;
 - ``progress-held``: placement id -> the progress records read before their placement
   (:mod:`fairlane_scorer.held_progress`), co-partitioned likewise;
+- ``placement-ended``: placement id -> when it ended, while its ``placement-gpus`` row
+  stays for its last reports (:mod:`fairlane_scorer.ended_placements`), likewise;
 - ``speed-gpu-infos`` and ``speed-rows``: the learner's state, co-partitioned with its
   single-partition input topic (``<app id>-speed-input``), which the progress agent and
   the scoring agent write to; a timer re-publishes quiet speeds.
@@ -47,6 +49,7 @@ from fairlane_scorer.agents import ScoringAgents, now_ms
 from fairlane_scorer.batches import Batches, BatchHandler, one_by_one
 from fairlane_scorer.consumer import ScorerConsumer, install_transport
 from fairlane_scorer.delivery import Deliveries
+from fairlane_scorer.ended_placements import EndedPlacements
 from fairlane_scorer.held_progress import ProgressHold
 from fairlane_scorer.metrics import ScorerMetrics
 from fairlane_scorer.progress_agents import ProgressAgents
@@ -57,6 +60,7 @@ __all__ = [
     "ALLOCATIONS_TABLE",
     "GPU_INFOS_TABLE",
     "HELD_PROGRESS_TABLE",
+    "PLACEMENT_ENDED_TABLE",
     "PLACEMENT_GPUS_TABLE",
     "SPEED_ROWS_TABLE",
     "WINDOWS_TABLE",
@@ -71,6 +75,7 @@ WINDOWS_TABLE = "node-windows"
 ALLOCATIONS_TABLE = "node-allocations"
 PLACEMENT_GPUS_TABLE = "placement-gpus"
 HELD_PROGRESS_TABLE = "progress-held"
+PLACEMENT_ENDED_TABLE = "placement-ended"
 GPU_INFOS_TABLE = "speed-gpu-infos"
 SPEED_ROWS_TABLE = "speed-rows"
 
@@ -105,6 +110,7 @@ def scorer_topics(app_id: str) -> list[TopicSpec]:
                 ALLOCATIONS_TABLE,
                 PLACEMENT_GPUS_TABLE,
                 HELD_PROGRESS_TABLE,
+                PLACEMENT_ENDED_TABLE,
             )
         ),
         TopicSpec(speed_input_topic(app_id), 1),
@@ -182,6 +188,9 @@ def _agents(app: faust.App, settings: ScorerSettings, metrics: ScorerMetrics) ->
             dead_letters=raw_topic(topics.DEAD_LETTER),
             placement_gpus=table(PLACEMENT_GPUS_TABLE, value_type=bytes),
             hold=ProgressHold(settings.hold_config(), table(HELD_PROGRESS_TABLE, value_type=bytes)),
+            ended=EndedPlacements(
+                settings.progress_hold_s, table(PLACEMENT_ENDED_TABLE, value_type=bytes)
+            ),
         )
         speeds = SpeedAgents(
             learner=settings.learner_config(),

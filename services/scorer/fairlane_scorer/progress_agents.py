@@ -4,8 +4,9 @@ whole picture and stage 3, the learner).
 
 1. **Placements** (``fairlane.placements.v1``, key = placement id): the scoring agents
    hand every valid placement event to :meth:`ProgressAgents.on_placement`, which keeps
-   the ``placement-gpus`` table (placement id -> {GPU uuid: node}) of live placements and
-   releases the progress records held for a placement that arrives.
+   the ``placement-gpus`` table (placement id -> {GPU uuid: node}) of live placements
+   (and of ended ones for a while, :mod:`fairlane_scorer.ended_placements`) and releases
+   the progress records held for a placement that arrives.
 2. **Progress** (``fairlane.job-progress.v1``, key = placement id, as many partitions:
    the same worker owns a record's placement row): :meth:`ProgressAgents.on_progress`
    decodes it, joins its ranks with the row (a rank on a GPU the placement does not hold
@@ -35,6 +36,7 @@ from fairlane_scorer.core.progress import (
 )
 from fairlane_scorer.core.speed_input import encode_progress
 from fairlane_scorer.delivery import Deliveries
+from fairlane_scorer.ended_placements import EndedPlacements
 from fairlane_scorer.held_progress import ProgressHold
 from fairlane_scorer.metrics import ScorerMetrics
 from fairlane_scorer.rejects import Consumed, dead_letter
@@ -68,6 +70,7 @@ class ProgressAgents:
     placement_gpus: faust.Table[str, Any]  # placement id -> {uuid: node} (orjson bytes
     # as recovered)
     hold: ProgressHold  # progress records waiting for their placement
+    ended: EndedPlacements  # placements that ended, kept for their last reports
 
     def __post_init__(self) -> None:
         self.metrics.progress_holding.set_function(self.hold.count)
@@ -77,14 +80,15 @@ class ProgressAgents:
     async def on_placement(
         self, message: Message, event: PlacementEvent, out: Deliveries, at_ms: int
     ) -> None:
-        """Keep the placement's row: its GPUs while it lives, nothing once it ended; the
-        progress records held for it are learned (or, if it ended, dead-lettered)."""
+        """Keep the placement's row: its GPUs while it lives and for ``keep_s`` of event
+        time after it ended; the progress records held for it are learned (or, if it
+        ended before its ``created`` event was read, dead-lettered)."""
         change = placement_change(event)
         pid, partition = event.placement_id, message.partition
         if change is not None and change.gpus is None:
             held = await self.hold.take(partition, pid, out)
             if pid in self.placement_gpus.data:
-                await out.delete(self.placement_gpus, partition, pid)
+                await self.ended.end(partition, pid, event.ts_ms, out)
             why = ProgressRejection(UNKNOWN_PLACEMENT, f"placement {pid!r} ended before it began")
             for record in held:
                 await self._reject(_held_origin(pid, record), why, out)
@@ -103,7 +107,10 @@ class ProgressAgents:
         # An event stamped ahead of the scorer's clock moves the hold's clock only to now:
         # one placement event from the future (a skewed replica, a bad producer) must not
         # expire every record held in its partition, and all that come there later.
-        await self._drop(await self.hold.expire(partition, out, min(event.ts_ms, at_ms)), out)
+        clock_ms = min(event.ts_ms, at_ms)
+        await self._drop(await self.hold.expire(partition, out, clock_ms), out)
+        for gone in await self.ended.expire(partition, clock_ms, out):
+            await out.delete(self.placement_gpus, partition, gone)
 
     def placement(self, pid: str) -> dict[str, str] | None:
         stored = self.placement_gpus.data.get(pid)
@@ -134,7 +141,7 @@ class ProgressAgents:
     ) -> None:
         """Send ``progress`` joined with ``gpus`` to the learner, hold it (None: its
         placement has not arrived) or reject it."""
-        joined = join_progress(progress, gpus, at_ms)
+        joined = join_progress(progress, gpus, at_ms, self.ended.ended_ms(progress.placement_id))
         if isinstance(joined, ProgressRejection) and joined.reason == UNKNOWN_PLACEMENT:
             record = HeldRecord(
                 origin.partition, origin.offset, progress.ts_ms, origin.value or b""

@@ -100,7 +100,8 @@ class ScorerSettings(ServiceSettings):
         900.0,
         gt=0,
         description="how long (event time: the progress records' and placement events' "
-        "ts_ms) a progress record waits for its placement before it is dead-lettered",
+        "ts_ms) a progress record waits for its placement before it is dead-lettered, "
+        "and an ended placement's GPUs stay known for its last reports",
     )
     progress_hold_per_placement: int = Field(
         64, ge=1, description="progress records held for one placement at most"

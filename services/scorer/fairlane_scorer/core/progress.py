@@ -4,9 +4,10 @@ A job's ranks say which GPU each ran on; that claim is never taken on trust. The
 ``placement-gpus`` table holds, per live placement (key = placement id, co-partitioned
 with ``fairlane.placements.v1`` and ``fairlane.job-progress.v1``), the GPUs its
 allocation holds and their nodes. A progress record is accepted only when its placement
-is live and every rank names one of its GPUs; each rank then carries the node the
-allocation put it on. What is accepted travels to the learner as a
-:class:`JoinedProgress` (:mod:`fairlane_scorer.core.speed_input`).
+is live (or ended after the record's window began: a job's last reports may be read after
+its end event, and the row stays for them a while) and every rank names one of its GPUs;
+each rank then carries the node the allocation put it on. What is accepted travels to
+the learner as a :class:`JoinedProgress` (:mod:`fairlane_scorer.core.speed_input`).
 
 Rejections say why, by a reason from a closed set (the label of the rejection counter).
 """
@@ -59,14 +60,14 @@ PlacementGpus = Mapping[str, str]
 @dataclass(frozen=True)
 class PlacementChange:
     """What one placement event does to its ``placement-gpus`` row: store ``gpus``, or
-    (``gpus`` None) forget the placement."""
+    (``gpus`` None) end the placement (its row stays a while for its last reports)."""
 
     gpus: dict[str, str] | None
 
 
 def placement_change(event: PlacementEvent) -> PlacementChange | None:
     """``created``: the placement holds these GPUs; ``released``/``expired``/``failed``:
-    it holds none any more (its row goes); ``pending``: nothing changes (None).
+    it holds none any more; ``pending``: nothing changes (None).
     Redelivery is harmless: the same event gives the same row."""
     if event.event == "created":
         return PlacementChange({g.uuid: a.node for a in event.nodes for g in a.gpus})
@@ -119,15 +120,23 @@ def decode_progress(key: bytes | None, value: bytes | None) -> JobProgress | Pro
 
 
 def join_progress(
-    progress: JobProgress, gpus: PlacementGpus | None, now_ms: int
+    progress: JobProgress, gpus: PlacementGpus | None, now_ms: int, ended_ms: int | None = None
 ) -> JoinedProgress | ProgressRejection:
     """``progress`` with each rank's node from its placement's allocation ``gpus`` (None:
-    no live placement of that id), or why it cannot be."""
+    no placement of that id known), or why it cannot be. A placement that ended at
+    ``ended_ms`` still vouches for the windows that began before its end (the job's last
+    reports, read after its end event), never for a later one."""
     if progress.ts_ms > now_ms + MAX_AHEAD_MS:
         ahead_s = (progress.ts_ms - now_ms) / 1000
         return ProgressRejection(FUTURE, f"ts_ms is {ahead_s:.0f} s ahead of the scorer's clock")
     if gpus is None:
         return ProgressRejection(UNKNOWN_PLACEMENT, f"no live placement {progress.placement_id!r}")
+    window_start_ms = progress.ts_ms - progress.window_s * 1000
+    if ended_ms is not None and window_start_ms >= ended_ms:
+        return ProgressRejection(
+            UNKNOWN_PLACEMENT,
+            f"placement {progress.placement_id!r} ended at {ended_ms}, before this window began",
+        )
     foreign = [r.uuid for r in progress.ranks if r.uuid not in gpus]
     if foreign:
         shown = ", ".join(repr(u) for u in foreign[:5])
