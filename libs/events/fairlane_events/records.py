@@ -191,6 +191,11 @@ class NodeAssignment(Record):
     master_addr: NodeName
     master_port: Annotated[StrictInt, Field(ge=1, le=65535), AS_INT]
     world_size: Annotated[StrictInt, Field(ge=1, le=2**16), AS_INT]
+    env: dict[Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]*$")], str] | None = Field(
+        None,
+        description="fractional placements only: what the job sets to stay inside its share "
+        "(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, memory limits; docs/fractional.md)",
+    )
 
 
 class SlowGpu(Record):

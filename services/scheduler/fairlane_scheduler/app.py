@@ -253,6 +253,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 is_fleet_ready=_readiness(followed.followers, fleet, policy, fresh_gpus),
                 batch_max=settings.group_commit_max,
                 summaries_from_nodes=settings.summaries_from_nodes,
+                sharing_rule=settings.sharing_rule,
             )
             live_gpus = LiveGpusCache(
                 service.resync,

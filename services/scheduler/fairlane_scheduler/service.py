@@ -10,6 +10,7 @@ from collections.abc import Callable, Collection
 from dataclasses import replace
 
 from fairlane_scheduler.core.decision import SUMMARIES_FROM_NODES, decide
+from fairlane_scheduler.core.demand_mix import DemandMix
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.ledger import Holding, Ledger
 from fairlane_scheduler.core.master_port import PortRange
@@ -17,6 +18,8 @@ from fairlane_scheduler.core.node_ranking import NodeRankings
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.core.placements import EventKind, Placement, PlacementRequest, waiting
 from fairlane_scheduler.core.quota import Quota, check_quota
+from fairlane_scheduler.core.share_decision import decide_share
+from fairlane_scheduler.core.sharing import SharingRule
 from fairlane_scheduler.errors import (
     AllocationConflictError,
     JobConflictError,
@@ -59,6 +62,7 @@ class PlacementService:
         new_id: Callable[[], str] = _new_id,
         batch_max: int = BATCH_MAX,  # a write this full leaves at once
         summaries_from_nodes: int = SUMMARIES_FROM_NODES,
+        sharing_rule: SharingRule = "fgd",
     ) -> None:
         self._store = store
         self._fleet = fleet
@@ -72,6 +76,10 @@ class PlacementService:
         #: summaries_from_nodes nodes up.
         self.rankings = NodeRankings()
         self._summaries_from_nodes = summaries_from_nodes
+        self._sharing_rule = sharing_rule
+        #: The shapes this replica was asked for lately: what fractional packing keeps
+        #: whole GPUs free for.
+        self.demand = DemandMix()
         self._commits = GroupCommit(store, ports, batch_max)
         self._ends = GroupEnd(store, batch_max)
         self._quotas: dict[str, Quota] = {}
@@ -108,6 +116,7 @@ class PlacementService:
         placement of an identical earlier request). A request that asked to queue and
         cannot be placed now is stored as pending instead of refused."""
         queued = False
+        self.demand.see(request)
         for _ in range(_ATTEMPTS):
             if queued:
                 placement = waiting(request, self._new_id(), self._clock_ms())
@@ -204,7 +213,7 @@ class PlacementService:
         """Waiting placements in the order they will be placed."""
         return [waited for waited, _ in await self._store.pending(limit)]
 
-    async def quota(self, namespace: str) -> tuple[Quota, dict[str, int]]:
+    async def quota(self, namespace: str) -> tuple[Quota, dict[str, float]]:
         """The namespace's quota (no row: no limit) and what it holds, from Postgres."""
         quota, used = await self._store.quota_and_usage(namespace)
         return quota or Quota(), used
@@ -245,18 +254,33 @@ class PlacementService:
     def _decide(self, request: PlacementRequest, placement_id: str) -> Placement:
         """Decide on the in-memory view and reserve what was chosen, in one step (no
         await): concurrent requests of this replica never choose the same GPUs."""
-        placement = decide(
-            request,
-            fleet=self._fleet,
-            rankings=self.rankings,
-            ledger=self.ledger,
-            quota=self._quotas.get(request.namespace),
-            policy=self._policy,
-            ports=self._ports,
-            placement_id=placement_id,
-            now_ms=self._clock_ms(),
-            summaries_from_nodes=self._summaries_from_nodes,
-        )
+        quota = self._quotas.get(request.namespace)
+        if request.is_fractional:
+            placement = decide_share(
+                request,
+                fleet=self._fleet,
+                ledger=self.ledger,
+                quota=quota,
+                policy=self._policy,
+                ports=self._ports,
+                placement_id=placement_id,
+                now_ms=self._clock_ms(),
+                mix=self.demand.mix(),
+                rule=self._sharing_rule,
+            )
+        else:
+            placement = decide(
+                request,
+                fleet=self._fleet,
+                rankings=self.rankings,
+                ledger=self.ledger,
+                quota=quota,
+                policy=self._policy,
+                ports=self._ports,
+                placement_id=placement_id,
+                now_ms=self._clock_ms(),
+                summaries_from_nodes=self._summaries_from_nodes,
+            )
         self.ledger.reserve(Holding.of(placement))
         return placement
 
@@ -269,6 +293,10 @@ class PlacementService:
         try:
             if request is None:
                 outcome = await self._store.promote(placement, self._clock_ms(), self._ports)
+            elif placement.shared_gpu_memory_mib is not None:
+                # A share is written alone: its allocation row carries the share, which
+                # the batch statement's arrays do not (migration 0015).
+                outcome = await self._store.create(placement, request, self._ports)
             else:
                 outcome = await self._commits.create(placement, request)
             if isinstance(outcome, Written) and outcome.placement.is_live:

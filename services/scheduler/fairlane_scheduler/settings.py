@@ -12,6 +12,7 @@ from fairlane_runtime.settings import ServiceSettings
 from fairlane_scheduler.adapters.pg_tls import SslMode
 from fairlane_scheduler.core.decision import SUMMARIES_FROM_NODES
 from fairlane_scheduler.core.replica_share import ReplicaShare
+from fairlane_scheduler.core.sharing import SharingRule
 from fairlane_scheduler.group_commit import BATCH_MAX
 
 __all__ = ["SchedulerSettings"]
@@ -100,6 +101,11 @@ class SchedulerSettings(ServiceSettings):
         ge=1,
         description="decide placements from per-node summaries from this many nodes up, "
         "below it by a full scan of the fleet (the same decision; only the cost differs)",
+    )
+    sharing_rule: SharingRule = Field(
+        "fgd",
+        description="how a fractional request (gpu_share) picks its GPU: fgd packs to keep "
+        "whole GPUs free for the recent mix of requests; best-fit, first-fit (core/sharing.py)",
     )
     gc_freeze: bool = Field(
         True,

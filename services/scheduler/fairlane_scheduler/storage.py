@@ -61,7 +61,7 @@ class OverQuota:
     """The quota refused the GPUs, judged on the committed rows (nothing written)."""
 
     quota: Quota
-    used: Mapping[str, int]
+    used: Mapping[str, float]
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ class PlacementStore(Protocol):
 
     async def quotas(self) -> dict[str, Quota]: ...
 
-    async def quota_and_usage(self, namespace: str) -> tuple[Quota | None, dict[str, int]]: ...
+    async def quota_and_usage(self, namespace: str) -> tuple[Quota | None, dict[str, float]]: ...
 
     async def set_quota(self, namespace: str, quota: Quota) -> None: ...
 

@@ -1,7 +1,8 @@
 """The in-memory twin of the Postgres store, for unit tests of the placement service's
 orchestration. It keeps the rules Postgres enforces (one placement per job id and
-namespace, no GPU in two live placements, no port twice on a master node, the quota
-judged on what is committed) and the events each change writes; nothing is durable."""
+namespace, no GPU's live shares above a whole GPU or its memory, so no whole GPU in two
+live placements, no port twice on a master node, the quota judged on what is
+committed, a share as its part of a GPU) and the events each change writes; nothing is durable."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from fairlane_scheduler.core.placements import (
     with_master_port,
 )
 from fairlane_scheduler.core.quota import Quota, check_quota
+from fairlane_scheduler.core.shares import SHARE_SCALE, slot_milli
 from fairlane_scheduler.errors import AllocationConflictError
 from fairlane_scheduler.storage import (
     Ending,
@@ -49,27 +51,46 @@ class MemoryStore:
     def _live(self) -> list[Placement]:
         return [p for p in self.placements.values() if p.is_live]
 
-    def _usage(self, namespace: str) -> dict[str, int]:
-        used: Counter[str] = Counter()
+    def _usage(self, namespace: str) -> dict[str, float]:
+        milli: Counter[str] = Counter()
         for p in self._live():
             if p.namespace == namespace:
-                used.update(p.gpu_models.get(g.uuid, "") for n in p.nodes for g in n.gpus)
-        return dict(used)
+                for g in (g for n in p.nodes for g in n.gpus):
+                    milli[p.gpu_models.get(g.uuid, "")] += slot_milli(g)
+        return {model: n / SHARE_SCALE for model, n in milli.items()}
+
+    def _overcommits(self, placement: Placement) -> bool:
+        """Whether ``placement``'s GPUs would pass a whole GPU's share or (for a shared
+        GPU) its memory beside the live placements', as migration 0015's ledger judges."""
+        slots = {g.uuid: g for n in placement.nodes for g in n.gpus}
+        milli = {uuid: slot_milli(g) for uuid, g in slots.items()}
+        memory = {uuid: g.memory_mib or 0 for uuid, g in slots.items()}
+        for live in self._live():
+            for g in (g for n in live.nodes for g in n.gpus if g.uuid in slots):
+                milli[g.uuid] += slot_milli(g)
+                memory[g.uuid] += g.memory_mib or 0
+        limit = placement.shared_gpu_memory_mib
+        return any(m > SHARE_SCALE for m in milli.values()) or (
+            limit is not None and any(m > limit for m in memory.values())
+        )
 
     def _admit(self, placement: Placement, ports: PortRange) -> WriteOutcome:
         """Quota, port and GPUs, as fairlane_admit and the unique indexes judge them."""
         quota = self.quota_rows.get(placement.namespace)
         if quota is not None:
             used = self._usage(placement.namespace)
-            if check_quota(quota, used, Counter(placement.gpu_models.values())) is not None:
+            wanted: Counter[str] = Counter()
+            for g in (g for n in placement.nodes for g in n.gpus):
+                wanted[placement.gpu_models.get(g.uuid, "")] += slot_milli(g)
+            asked = {model: n / SHARE_SCALE for model, n in wanted.items()}
+            if check_quota(quota, used, asked) is not None:
                 return OverQuota(quota, used)
         master = placement.nodes[0]
         taken = {p.nodes[0].master_port for p in self._live() if p.nodes[0].node == master.node}
         port = next_free_port(taken, ports, hint=master.master_port)
         if port is None:
             return NoFreePort()
-        held = {g.uuid for p in self._live() for n in p.nodes for g in n.gpus}
-        if held & {g.uuid for n in placement.nodes for g in n.gpus}:
+        if self._overcommits(placement):
             raise AllocationConflictError("a GPU of this placement is live elsewhere")
         return Written(with_master_port(placement, port))
 
@@ -211,7 +232,7 @@ class MemoryStore:
     async def quotas(self) -> dict[str, Quota]:
         return dict(self.quota_rows)
 
-    async def quota_and_usage(self, namespace: str) -> tuple[Quota | None, dict[str, int]]:
+    async def quota_and_usage(self, namespace: str) -> tuple[Quota | None, dict[str, float]]:
         return self.quota_rows.get(namespace), self._usage(namespace)
 
     async def set_quota(self, namespace: str, quota: Quota) -> None:

@@ -21,8 +21,18 @@ from fairlane_scheduler.core.placements import (
     with_master_port,
 )
 from fairlane_scheduler.core.quota import Quota
+from fairlane_scheduler.core.shares import slot_milli
 
-__all__ = ["lease_of", "ms_of", "outcome_of", "placement_of", "quota_of", "utc", "write_args"]
+__all__ = [
+    "lease_of",
+    "ms_of",
+    "outcome_of",
+    "placement_of",
+    "quota_of",
+    "share_args",
+    "utc",
+    "write_args",
+]
 
 
 def utc(ms: int) -> datetime:
@@ -83,6 +93,24 @@ def write_args(placement: Placement, kind: EventKind, ts_ms: int) -> list[Any]:
         [g.index for _, g in gpus],
         [placement.gpu_scores[g.uuid] for _, g in gpus],
         [placement.gpu_models.get(g.uuid, "") for _, g in gpus],
+    ]
+
+
+def share_args(placement: Placement) -> list[Any]:
+    """A fractional placement's one allocation, as fairlane_place_share and
+    fairlane_promote_share take it (migration 0015): GPU, node, index, score, model,
+    share in thousandths, its memory and the GPU's whole memory."""
+    ((node, slot),) = [(n.node, g) for n in placement.nodes for g in n.gpus]
+    assert slot.share is not None
+    return [
+        slot.uuid,
+        node,
+        slot.index,
+        placement.gpu_scores[slot.uuid],
+        placement.gpu_models.get(slot.uuid, ""),
+        slot_milli(slot),
+        slot.memory_mib,
+        placement.shared_gpu_memory_mib,
     ]
 
 

@@ -24,6 +24,7 @@ from fairlane_scheduler.adapters.pg_rows import (
     outcome_of,
     placement_of,
     quota_of,
+    share_args,
     utc,
     write_args,
 )
@@ -38,6 +39,7 @@ from fairlane_scheduler.core.placements import (
     request_to_json,
 )
 from fairlane_scheduler.core.quota import Quota
+from fairlane_scheduler.core.shares import GpuUse
 from fairlane_scheduler.errors import AllocationConflictError, DatabaseUnavailableError
 from fairlane_scheduler.storage import Ending, WriteOutcome
 
@@ -49,9 +51,16 @@ _PLACE_MANY = """SELECT * FROM fairlane_place_many($1::uuid[], $2, $3, $4::jsonb
     $8, $9, $10, $11, $12, $13, $14, $15::jsonb[], $16::jsonb[], $17, $18, $19, $20, $21, $22)"""
 _PROMOTE = """SELECT * FROM fairlane_promote($1::uuid, $2, $3, $4, $5, $6, $7, $8, $9,
     $10::jsonb, $11::jsonb, $12, $13, $14, $15, $16)"""
+_PLACE_SHARE = """SELECT * FROM fairlane_place_share($1::uuid, $2, $3, $4::jsonb, $5, $6, $7,
+    $8, $9, $10, $11, $12, $13, $14::jsonb, $15::jsonb, $16, $17, $18, $19, $20, $21, $22,
+    $23)"""
+_PROMOTE_SHARE = """SELECT * FROM fairlane_promote_share($1::uuid, $2, $3, $4, $5, $6, $7, $8,
+    $9, $10::jsonb, $11::jsonb, $12, $13, $14, $15, $16, $17, $18, $19)"""
 _HOLDINGS = """SELECT p.id::text AS id, p.namespace, p.master_node, p.master_port,
            array_agg(a.gpu_uuid ORDER BY a.gpu_uuid) AS gpus,
-           array_agg(a.model ORDER BY a.gpu_uuid) AS models
+           array_agg(a.model ORDER BY a.gpu_uuid) AS models,
+           min(a.share_milli) AS share_milli, min(a.memory_mib) AS memory_mib,
+           bool_or(a.gpu_memory_mib IS NOT NULL) AS shared
     FROM placements p JOIN allocations a ON a.placement_id = p.id AND a.live
     WHERE p.id = ANY ($1::uuid[]) AND p.state = 'placed' GROUP BY p.id"""
 _LIVE_HOLDING = """SELECT p.*, p.request->>'job_class' AS job_class FROM placements p
@@ -129,7 +138,15 @@ class PostgresStore:
         self, placement: Placement, request: PlacementRequest, ports: PortRange
     ) -> WriteOutcome:
         args = _place_args(placement, request)
-        (row,) = await self._fetch(_PLACE, *args[:12], ports.first, ports.last, *args[12:])
+        if placement.shared_gpu_memory_mib is not None:  # a share: its GPU's row alone
+            del args[5]  # the state: a share is placed, never written pending
+            range_at = 11
+            query, args = _PLACE_SHARE, [*args[:-5], *share_args(placement)]
+        else:
+            range_at, query = 12, _PLACE
+        (row,) = await self._fetch(
+            query, *args[:range_at], ports.first, ports.last, *args[range_at:]
+        )
         return outcome_of(row, placement)
 
     async def create_many(
@@ -147,7 +164,7 @@ class PostgresStore:
     async def promote(self, placement: Placement, now_ms: int, ports: PortRange) -> WriteOutcome:
         writes = write_args(placement, "created", now_ms)
         (row,) = await self._fetch(
-            _PROMOTE,
+            _PROMOTE if placement.shared_gpu_memory_mib is None else _PROMOTE_SHARE,
             placement.id,
             placement.namespace,
             utc(now_ms),
@@ -156,7 +173,8 @@ class PostgresStore:
             *writes[:2],
             ports.first,
             ports.last,
-            *writes[2:],
+            *writes[2:4],
+            *(writes[4:] if placement.shared_gpu_memory_mib is None else share_args(placement)),
         )
         return outcome_of(row, placement)
 
@@ -227,6 +245,7 @@ class PostgresStore:
                 r["master_port"],
                 tuple(r["gpus"]),
                 tuple(r["models"]),
+                GpuUse(r["share_milli"], r["memory_mib"] or 0, 1) if r["shared"] else None,
             )
             for r in await self._fetch(_HOLDINGS, list(ids))
         ]
@@ -261,11 +280,11 @@ class PostgresStore:
     async def quotas(self) -> dict[str, Quota]:
         return {r["namespace"]: quota_of(r) for r in await self._fetch("SELECT * FROM quotas")}
 
-    async def quota_and_usage(self, namespace: str) -> tuple[Quota | None, dict[str, int]]:
+    async def quota_and_usage(self, namespace: str) -> tuple[Quota | None, dict[str, float]]:
         rows = await self._fetch(
             """SELECT q.max_gpus, q.max_gpus_per_model,
                       (SELECT coalesce(jsonb_object_agg(model, n), '{}') FROM (
-                          SELECT model, count(*) AS n FROM allocations
+                          SELECT model, sum(share_milli) / 1000.0 AS n FROM allocations
                           WHERE live AND namespace = $1 GROUP BY model) AS u) AS used
                FROM (SELECT 1) AS one LEFT JOIN quotas q ON q.namespace = $1""",
             namespace,

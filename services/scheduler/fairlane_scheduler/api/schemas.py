@@ -274,8 +274,8 @@ class QuotaIn(BaseModel):
 
 class QuotaOut(QuotaIn):
     namespace: str
-    used_gpus: int
-    used_by_model: dict[str, int]
+    used_gpus: float = Field(description="GPUs held; a fractional placement holds its share")
+    used_by_model: dict[str, float]
 
 
 class CordonIn(BaseModel):

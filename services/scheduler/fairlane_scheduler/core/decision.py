@@ -71,7 +71,7 @@ def decide(
 def _allowed_models(
     request: PlacementRequest, shape: JobShape, quota: Quota, ledger: Ledger, fleet: FleetView
 ) -> frozenset[str] | None:
-    used: Mapping[str, int] = ledger.usage(request.namespace)
+    used: Mapping[str, float] = ledger.usage(request.namespace)
     wanted = request.gpus_per_node * request.nodes
     models = models_within_quota(quota, used, shape.models, fleet.models, wanted)
     if isinstance(models, QuotaVerdict):

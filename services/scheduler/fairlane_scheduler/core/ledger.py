@@ -17,6 +17,10 @@ not know (:meth:`unknown`): what a committed placement holds never changes, so a
 cluster's snapshot (12,500 live placements at 100k GPUs) reads ids, not GPUs, and
 indexes only what started or ended since the last one. Rebuilding every index from the
 whole snapshot cost ~90 ms of CPU there, each second (docs/benchmarks-history.md).
+
+Fractional placements (issue 29) hold a share of one GPU: the ledger keeps each shared
+GPU's tenants (:meth:`shares`), and marks it held in the fleet view while it has any, so
+whole-GPU decisions never take it; quota usage counts a share as its part of a GPU.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from fairlane_scheduler.core.placements import Placement
+from fairlane_scheduler.core.shares import SHARE_SCALE, GpuUse, share_milli
 
 __all__ = ["HeldMask", "Holding", "Ledger"]
 
@@ -35,6 +40,10 @@ class HeldMask(Protocol):
     """Told which GPUs are held (the fleet view's ``held`` column)."""
 
     def hold(self, uuid: str, *, held: bool = True) -> None: ...
+
+
+#: ``_gpus``' value for a GPU fractional placements share (their ids are in ``_shared``).
+_SHARED = ""
 
 
 class _NoMask:
@@ -52,11 +61,18 @@ class Holding:
     port: int
     gpus: tuple[str, ...]
     models: tuple[str, ...]  # catalogue key of each GPU, in the order of ``gpus``
+    #: A fractional placement's share of its one GPU and that share's memory; None:
+    #: whole GPUs.
+    share: GpuUse | None = None
 
     @classmethod
     def of(cls, placement: Placement) -> Holding:
-        gpus = tuple(g.uuid for n in placement.nodes for g in n.gpus)
+        slots = [g for n in placement.nodes for g in n.gpus]
+        gpus = tuple(g.uuid for g in slots)
         master = placement.nodes[0]
+        share = None
+        if slots and slots[0].share is not None:
+            share = GpuUse(share_milli(slots[0].share), slots[0].memory_mib or 0, 1)
         return cls(
             placement.id,
             placement.namespace,
@@ -64,7 +80,12 @@ class Holding:
             master.master_port,
             gpus,
             tuple(placement.gpu_models.get(g, "") for g in gpus),
+            share,
         )
+
+    @property
+    def milli_per_gpu(self) -> int:
+        return SHARE_SCALE if self.share is None else self.share.milli
 
 
 class Ledger:
@@ -73,23 +94,38 @@ class Ledger:
         self._committed: dict[str, Holding] = {}
         self._reserved: dict[str, Holding] = {}
         self._gpus: dict[str, str] = {}  # uuid -> placement id, committed and reserved
+        self._shared: dict[str, dict[str, GpuUse]] = {}  # uuid -> its tenants' shares
         self._ports: dict[str, Counter[int]] = {}  # master node -> holdings per port there
-        self._usage: dict[str, Counter[str]] = {}  # namespace -> GPUs per model
+        self._usage: dict[str, Counter[str]] = {}  # namespace -> GPUs per model, in 1/1000
         self._journal: list[tuple[int, Holding, bool]] = []  # (seq, holding, live after)
         self.seq = 0  # own committed changes so far
         self._since = -1  # the newest snapshot taken so far began after own change
 
     @property
     def gpus(self) -> Collection[str]:
-        """GPUs held or reserved (a live view, not a copy)."""
+        """GPUs held or reserved, whole or shared (a live view, not a copy)."""
         return self._gpus.keys()
+
+    @property
+    def shared_gpus(self) -> Collection[str]:
+        """GPUs fractional placements hold or reserve (a live view)."""
+        return self._shared.keys()
+
+    def shares(self, uuid: str) -> GpuUse:
+        """What the fractional placements on ``uuid`` hold together (none: nothing)."""
+        tenants = self._shared.get(uuid)
+        if not tenants:
+            return GpuUse(0, 0, 0)
+        uses = tenants.values()
+        return GpuUse(sum(u.milli for u in uses), sum(u.memory_mib for u in uses), len(tenants))
 
     def ports(self, node: str) -> Collection[int]:
         return self._ports.get(node, {}).keys()
 
-    def usage(self, namespace: str) -> Mapping[str, int]:
-        """GPUs per model the namespace holds or has reserved."""
-        return self._usage.get(namespace, Counter())
+    def usage(self, namespace: str) -> Mapping[str, float]:
+        """GPUs per model the namespace holds or has reserved (a share: its part)."""
+        milli = self._usage.get(namespace)
+        return {} if not milli else {m: n / SHARE_SCALE for m, n in milli.items()}
 
     def holds(self, placement_id: str) -> bool:
         return placement_id in self._committed
@@ -171,19 +207,35 @@ class Ledger:
 
     def _index(self, holding: Holding) -> None:
         for gpu in holding.gpus:
-            self._gpus[gpu] = holding.placement_id
+            if holding.share is not None:
+                self._shared.setdefault(gpu, {})[holding.placement_id] = holding.share
+                if self._gpus.get(gpu) == _SHARED:
+                    continue
+                self._gpus[gpu] = _SHARED
+            else:
+                self._gpus[gpu] = holding.placement_id
             self._mask.hold(gpu)
         self._count(holding)
 
     def _count(self, holding: Holding) -> None:
         self._ports.setdefault(holding.master, Counter())[holding.port] += 1
-        self._usage.setdefault(holding.namespace, Counter()).update(holding.models)
+        milli = holding.milli_per_gpu
+        usage = self._usage.setdefault(holding.namespace, Counter())
+        for model in holding.models:
+            usage[model] += milli
 
     def _unindex(self, holding: Holding) -> None:
         for gpu in holding.gpus:
-            if self._gpus.get(gpu) == holding.placement_id:
-                del self._gpus[gpu]
-                self._mask.hold(gpu, held=False)
+            if holding.share is not None:
+                tenants = self._shared.get(gpu, {})
+                tenants.pop(holding.placement_id, None)
+                if tenants or self._gpus.get(gpu) != _SHARED:
+                    continue
+                del self._shared[gpu]
+            elif self._gpus.get(gpu) != holding.placement_id:
+                continue
+            del self._gpus[gpu]
+            self._mask.hold(gpu, held=False)
         ports = self._ports.get(holding.master)
         if ports is not None and holding.port in ports:
             ports[holding.port] -= 1
@@ -193,6 +245,8 @@ class Ledger:
                 del self._ports[holding.master]
         usage = self._usage.get(holding.namespace)
         if usage is not None:
-            usage.subtract(holding.models)
+            milli = holding.milli_per_gpu
+            for model in holding.models:
+                usage[model] -= milli
             for model in [m for m, n in usage.items() if n <= 0]:
                 del usage[model]

@@ -83,6 +83,9 @@ class Placement:
     fallback: bool = False  # placed below the threshold (best_available policy)
     gpu_scores: Mapping[str, float] = field(default_factory=dict)  # uuid -> score when placed
     gpu_models: Mapping[str, str] = field(default_factory=dict)  # uuid -> catalogue key
+    #: A fractional placement's GPU's whole memory: the limit its tenants' memory is held
+    #: to (the database's and the memory store's check); None for whole GPUs.
+    shared_gpu_memory_mib: int | None = None
 
     @property
     def is_live(self) -> bool:

@@ -21,7 +21,7 @@ class QuotaVerdict:
 
 
 def check_quota(
-    quota: Quota, used: Mapping[str, int], wanted: Mapping[str, int]
+    quota: Quota, used: Mapping[str, float], wanted: Mapping[str, float]
 ) -> QuotaVerdict | None:
     """None when ``wanted`` (GPUs per model) fits beside ``used``; otherwise why not.
 
@@ -45,10 +45,10 @@ def check_quota(
 
 def models_within_quota(
     quota: Quota,
-    used: Mapping[str, int],
+    used: Mapping[str, float],
     allowed: frozenset[str] | None,
     known_models: Collection[str],
-    gpus: int,
+    gpus: float,
 ) -> frozenset[str] | QuotaVerdict | None:
     """Before choosing GPUs: the allowed models narrowed to those the namespace may still
     take ``gpus`` of (``allowed`` None: any of ``known_models``, the fleet's models), or

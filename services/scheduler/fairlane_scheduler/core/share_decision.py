@@ -1,0 +1,167 @@
+"""One fractional placement decision (pure, issue 29): a share of one GPU, on a GPU with
+room for it, chosen by the packing rule of :mod:`~fairlane_scheduler.core.sharing`.
+
+Health filters as for whole GPUs (fresh, not cordoned, model and memory fit, score at
+or above the threshold, not cooling); a GPU a whole placement holds has no room (it
+counts 1000), nor has one whose fractional tenants leave too little share or memory.
+The rule sees every usable GPU of the fleet, held ones included, since a node's
+fragmentation depends on all of its GPUs. The answer is the whole-GPU assembly of that
+one GPU, its slot carrying the share and memory, and the node the environment that keeps
+the job inside them (:func:`~fairlane_scheduler.core.shares.share_env`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import numpy.typing as npt
+
+from fairlane_events.gpu_models import CATALOG
+from fairlane_scheduler.core.fleet import FleetView
+from fairlane_scheduler.core.ledger import Ledger
+from fairlane_scheduler.core.master_port import PortRange, next_free_port
+from fairlane_scheduler.core.placement import (
+    Choice,
+    JobShape,
+    NodeChoice,
+    PlacementPolicy,
+    effective_capacity,
+    qualifying,
+    rejection_masks,
+    rejections,
+)
+from fairlane_scheduler.core.placements import Placement, PlacementRequest, assemble
+from fairlane_scheduler.core.quota import Quota, QuotaVerdict, models_within_quota
+from fairlane_scheduler.core.shares import SHARE_SCALE, share_env, share_milli
+from fairlane_scheduler.core.sharing import (
+    DEFAULT_MIX,
+    RoomTable,
+    ShareAsk,
+    SharingRule,
+    WorkloadMix,
+    rank_rooms,
+)
+from fairlane_scheduler.errors import NoCapacityError, QuotaExceededError
+
+__all__ = ["NO_ROOM", "decide_share", "gpu_memory_mib"]
+
+NO_ROOM = "without room for the share"
+_MIB = 1024**2
+
+
+def gpu_memory_mib(fleet: FleetView, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
+    """Each row's GPU memory in MiB: as its score record reports it, else its catalogue
+    model's; 0 for an unknown model that reports none (such a GPU is never shared)."""
+    catalogue = np.array(
+        [round(CATALOG[m].mem_gib * 1024) if m in CATALOG else 0 for m in fleet.models] or [0]
+    )
+    reported = fleet.mem_bytes[rows]
+    by_model = catalogue[fleet.model[rows]]
+    memory: npt.NDArray[np.int64] = np.where(reported > 0, reported // _MIB, by_model)
+    return memory
+
+
+def decide_share(
+    request: PlacementRequest,
+    *,
+    fleet: FleetView,
+    ledger: Ledger,
+    quota: Quota | None,
+    policy: PlacementPolicy,
+    ports: PortRange,
+    placement_id: str,
+    now_ms: int,
+    mix: WorkloadMix = DEFAULT_MIX,
+    rule: SharingRule = "fgd",
+) -> Placement:
+    """The placement of fractional ``request`` (``gpu_share`` set), or
+    :class:`QuotaExceededError` / :class:`NoCapacityError` as :func:`decide` raises."""
+    assert request.gpu_share is not None
+    milli = share_milli(request.gpu_share)
+    shape = JobShape(
+        gpus_per_node=1,
+        min_gpu_memory_gib=request.min_gpu_memory_gib,
+        models=request.models,
+        policy=request.policy,
+        job_class=request.job_class,
+    )
+    if quota is not None:
+        used = ledger.usage(request.namespace)
+        allowed = models_within_quota(quota, used, shape.models, fleet.models, milli / SHARE_SCALE)
+        if isinstance(allowed, QuotaVerdict):
+            raise QuotaExceededError.of(allowed.reason, ever=allowed.ever)
+        shape = replace(shape, models=allowed)
+    n = len(fleet)
+    shared = fleet.rows_of(ledger.shared_gpus)
+    whole = np.zeros(n, dtype=bool)
+    whole[fleet.held_rows()] = True
+    whole[shared] = False
+    masks = rejection_masks(fleet, shape, policy, np.flatnonzero(whole), now_ms)
+    health = [(reason, mask) for reason, mask in masks if reason != "allocated"]
+    rows = _stable_order(fleet, np.flatnonzero(qualifying(health, n)))
+    memory = gpu_memory_mib(fleet, rows)
+    rows, memory = rows[memory > 0], memory[memory > 0]
+    table = _rooms(fleet, ledger, rows=rows, memory=memory, whole=whole[rows], shape=shape)
+    ask = ShareAsk(milli, request.gpu_memory_mib)
+    ranked = rank_rooms(table, ask, mix, rule)
+    if not len(ranked):
+        rejected = rejections(masks, n)
+        if room_less := int(np.count_nonzero(~whole[rows])):
+            rejected[NO_ROOM] = room_less
+        raise NoCapacityError(f"no GPU with room for a share of {milli}/1000", dict(rejected))
+    best = int(ranked[0])
+    row, gpu_memory = int(rows[best]), int(memory[best])
+    node = fleet.nodes[int(fleet.node[row])]
+    port = next_free_port(ledger.ports(node), ports)
+    if port is None:
+        raise NoCapacityError(f"no free MASTER_PORT on {node}", {"ports": 1})
+    choice = Choice((NodeChoice(node, (row,)),), float(table.capacity[best]))
+    placement = assemble(
+        request, fleet, choice, port=port, placement_id=placement_id, now_ms=now_ms
+    )
+    memory_mib = int(ask.memory_on(np.array([gpu_memory]))[0])
+    return _with_share(placement, milli, memory_mib, gpu_memory)
+
+
+def _stable_order(fleet: FleetView, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
+    """``rows`` by node name, then GPU index: replicas with one view choose alike."""
+    order = np.lexsort((fleet.index[rows], fleet.name_rank()[fleet.node[rows]]))
+    ordered: npt.NDArray[np.intp] = rows[order]
+    return ordered
+
+
+def _rooms(
+    fleet: FleetView,
+    ledger: Ledger,
+    *,
+    rows: npt.NDArray[np.intp],
+    memory: npt.NDArray[np.int64],
+    whole: npt.NDArray[np.bool_],
+    shape: JobShape,
+) -> RoomTable:
+    """The rule's columns for these rows: a whole placement's GPU is full (1000 and all
+    of its memory), a shared one holds what its tenants do."""
+    uuids = fleet.uuids
+    uses = [ledger.shares(uuids[r]) for r in rows.tolist()]
+    used_milli = np.array([u.milli for u in uses], dtype=np.int64)
+    used_memory = np.array([u.memory_mib for u in uses], dtype=np.int64)
+    _, node_codes = np.unique(fleet.node[rows], return_inverse=True)
+    return RoomTable(
+        node=node_codes.astype(np.int64),
+        used_milli=np.where(whole, SHARE_SCALE, used_milli),
+        used_memory_mib=np.where(whole, memory, np.minimum(used_memory, memory)),
+        memory_mib=memory.astype(np.int64),
+        tenants=np.array([u.tenants for u in uses], dtype=np.int64),
+        capacity=effective_capacity(fleet, shape, rows).astype(np.float64),
+    )
+
+
+def _with_share(placement: Placement, milli: int, memory_mib: int, gpu_memory: int) -> Placement:
+    """The one-GPU placement's slot with its share and memory, its node with the env."""
+    (node,) = placement.nodes
+    (slot,) = node.gpus
+    shared = slot.model_copy(update={"share": milli / SHARE_SCALE, "memory_mib": memory_mib})
+    env = share_env(milli, memory_mib, gpu_memory)
+    assignment = node.model_copy(update={"gpus": [shared], "env": env})
+    return replace(placement, nodes=(assignment,), shared_gpu_memory_mib=gpu_memory)
