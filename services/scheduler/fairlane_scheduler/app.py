@@ -22,6 +22,7 @@ from fairlane_runtime.outage import OutageLog
 from fairlane_scheduler.adapters.dashboard_feed import DashboardFeed
 from fairlane_scheduler.adapters.dead_letters import DeadLetterTally
 from fairlane_scheduler.adapters.fleet_metrics import FleetCollector
+from fairlane_scheduler.adapters.idle_store import PostgresIdleStore
 from fairlane_scheduler.adapters.live_gpus import LiveGpusCache
 from fairlane_scheduler.adapters.migrations import apply_migrations, load_migrations
 from fairlane_scheduler.adapters.outbox import OutboxRelay
@@ -34,7 +35,7 @@ from fairlane_scheduler.adapters.scores import (
     TopicFollower,
 )
 from fairlane_scheduler.adapters.store import PostgresStore
-from fairlane_scheduler.api import dashboard, extender
+from fairlane_scheduler.api import dashboard, extender, idle_routes
 from fairlane_scheduler.api.auth import TokenTable
 from fairlane_scheduler.api.deps import Runtime, SchedulerMetrics
 from fairlane_scheduler.api.errors import install_error_handlers
@@ -44,11 +45,13 @@ from fairlane_scheduler.api.routes import router
 from fairlane_scheduler.clock import now_ms
 from fairlane_scheduler.core.degraded import DegradedPolicy
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
+from fairlane_scheduler.core.idle import IdlePolicy, IdleTracker
 from fairlane_scheduler.core.master_port import PortRange
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.core.placements import Placement
 from fairlane_scheduler.degraded_watch import DegradedWatch
 from fairlane_scheduler.heap import freeze_after_catch_up, thaw
+from fairlane_scheduler.idle_watch import IdleWatch
 from fairlane_scheduler.kube.wiring import with_kube_edges
 from fairlane_scheduler.service import PlacementService
 from fairlane_scheduler.settings import SchedulerSettings
@@ -129,18 +132,47 @@ async def _start_dashboard(
 
 
 def _observer(
-    service: PlacementService, metrics: SchedulerMetrics, watch: DegradedWatch
+    service: PlacementService, metrics: SchedulerMetrics, watch: DegradedWatch, idle: IdleWatch
 ) -> Callable[[], Awaitable[None]]:
     """Each housekeeping round's last steps: the backlog gauges, then running
-    placements' slow GPUs announced."""
+    placements' slow GPUs announced, then (when due) idle ones."""
 
     async def observe() -> None:
         outbox, pending = await service.backlog()
         metrics.outbox_backlog.set(outbox)
         metrics.pending.set(pending)
         await watch.check()
+        await idle.check()
+        metrics.idle_placements.set(len(idle.idle))
 
     return observe
+
+
+def _degraded_watch(
+    settings: SchedulerSettings, store: PostgresStore, fleet: FleetView, metrics: SchedulerMetrics
+) -> DegradedWatch:
+    return DegradedWatch(
+        store=store,
+        fleet=fleet,
+        policy=DegradedPolicy(settings.degraded_speed, settings.threshold, settings.stale_after_s),
+        clock_ms=now_ms,
+        announced=lambda gpu: metrics.degraded.labels(gpu.source).inc(),
+    )
+
+
+def _idle_watch(
+    settings: SchedulerSettings, pool: asyncpg.Pool, fleet: FleetView, metrics: SchedulerMetrics
+) -> IdleWatch:
+    """The idle holdings' watch, with the tracker the scores follower feeds."""
+    policy = IdlePolicy(settings.idle_threshold, settings.idle_window_s, settings.stale_after_s)
+    return IdleWatch(
+        store=PostgresIdleStore(pool),
+        tracker=IdleTracker(policy),
+        fleet=fleet,
+        clock_ms=now_ms,
+        check_s=settings.idle_check_s,
+        announced=lambda _: metrics.idle_events.inc(),
+    )
 
 
 async def _migrate(pool: asyncpg.Pool) -> None:
@@ -165,12 +197,17 @@ async def _start_relay(
 
 
 async def _start_followers(
-    settings: SchedulerSettings, fleet: FleetView, kafka: KafkaSecurity, registry: CollectorRegistry
+    settings: SchedulerSettings,
+    fleet: FleetView,
+    idle: IdleTracker,
+    kafka: KafkaSecurity,
+    registry: CollectorRegistry,
 ) -> FollowerCollector:
-    """The scores and learned speeds read into ``fleet``, counted in ``registry``."""
+    """The scores and learned speeds read into ``fleet`` (and ``idle``), counted in
+    ``registry``."""
     bootstrap = settings.kafka_bootstrap_servers
     followed = FollowerCollector(
-        ScoresFollower(bootstrap, fleet, security=kafka),
+        ScoresFollower(bootstrap, fleet, idle=idle, security=kafka),
         SpeedsFollower(bootstrap, fleet, security=kafka),
     )
     for follower in followed.followers:
@@ -237,7 +274,10 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
         try:
             await _migrate(pool)
             fleet = FleetView(StabilityPolicy(settings.threshold, settings.stabilization_s))
-            followed = await _start_followers(settings, fleet, kafka, metrics.registry)
+            app.state.idle = idle = _idle_watch(settings, pool, fleet, metrics)
+            followed = await _start_followers(
+                settings, fleet, idle.tracker, kafka, metrics.registry
+            )
             store = PostgresStore(pool)
 
             def fresh_gpus() -> int:
@@ -273,21 +313,14 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
             metrics.registry.register(
                 collector := FleetCollector(fleet, lambda: live_gpus.current, policy, relay, now_ms)
             )
-            watch = DegradedWatch(
-                store=store,
-                fleet=fleet,
-                policy=DegradedPolicy(
-                    settings.degraded_speed, settings.threshold, settings.stale_after_s
-                ),
-                clock_ms=now_ms,
-                announced=lambda gpu: metrics.degraded.labels(gpu.source).inc(),
-            )
             expiry = asyncio.create_task(
                 housekeeping(
                     service,
                     settings.expiry_interval_s,
                     metrics.outage("housekeeping", "postgres"),
-                    _observer(service, metrics, watch),
+                    _observer(
+                        service, metrics, _degraded_watch(settings, store, fleet, metrics), idle
+                    ),
                 ),
                 name="housekeeping",
             )
@@ -336,6 +369,7 @@ def _routes(app: FastAPI, settings: SchedulerSettings, metrics: SchedulerMetrics
     install_error_handlers(app)
     app.include_router(router)
     app.include_router(extender.router)
+    app.include_router(idle_routes.router)
     app.include_router(dashboard.router)
     app.mount("/metrics", make_asgi_app(metrics.registry))
     app.add_middleware(HotRoutes)  # inside the port gate: added first

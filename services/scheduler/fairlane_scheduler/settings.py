@@ -84,6 +84,20 @@ class SchedulerSettings(ServiceSettings):
         description="a running placement's GPU whose learned speed under its job class is, "
         "at the upper end of its 95 percent interval, below this is announced degraded (0: never)",
     )
+    idle_threshold: float = Field(
+        0.05,
+        gt=0,
+        le=1,
+        description="a held GPU whose activity (max of SM activity and utilization, 0..1) "
+        "stays under this is idle; a placement whose GPUs all are for idle_window_s is "
+        "announced in an idle event",
+    )
+    idle_window_s: float = Field(
+        600.0, gt=0, description="how long a placement's GPUs must all stay idle"
+    )
+    idle_check_s: float = Field(
+        15.0, gt=0, description="how often running placements are checked for idleness"
+    )
     replicas: int = Field(
         1,
         ge=1,

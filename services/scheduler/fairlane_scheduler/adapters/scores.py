@@ -26,6 +26,7 @@ from fairlane_runtime.errors import ServerUnavailableError
 from fairlane_runtime.kafka import kafka_admin, topic_partitions
 from fairlane_runtime.kafka_security import PLAINTEXT, KafkaSecurity
 from fairlane_scheduler.core.fleet import FleetView
+from fairlane_scheduler.core.idle import IdleTracker
 
 __all__ = [
     "FollowerCollector",
@@ -170,14 +171,28 @@ class TopicFollower(Generic[R]):
 
 
 class ScoresFollower(TopicFollower[GpuScore]):
-    """``fairlane.gpu-scores.v1`` into the fleet view."""
+    """``fairlane.gpu-scores.v1`` into the fleet view, and into the idle tracker when
+    given (each record the view took)."""
 
     noun = "score"
 
     def __init__(
-        self, bootstrap: str, fleet: FleetView, *, security: KafkaSecurity = PLAINTEXT
+        self,
+        bootstrap: str,
+        fleet: FleetView,
+        *,
+        idle: IdleTracker | None = None,
+        security: KafkaSecurity = PLAINTEXT,
     ) -> None:
-        super().__init__(bootstrap, GPU_SCORES, GpuScore, fleet.apply, security=security)
+        apply = fleet.apply if idle is None else partial(_apply_and_track, fleet, idle)
+        super().__init__(bootstrap, GPU_SCORES, GpuScore, apply, security=security)
+
+
+def _apply_and_track(fleet: FleetView, idle: IdleTracker, score: GpuScore) -> bool:
+    taken = fleet.apply(score)
+    if taken:
+        idle.observe(score)
+    return taken
 
 
 class SpeedsFollower(TopicFollower[GpuSpeed]):

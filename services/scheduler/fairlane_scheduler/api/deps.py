@@ -34,6 +34,8 @@ class SchedulerMetrics:
     pending: Gauge
     conflicts: Gauge
     degraded: Counter  # slow GPUs of running placements announced, by source
+    idle_events: Counter  # idle placements this replica announced
+    idle_placements: Gauge  # live placements in an announced idle episode
 
     @classmethod
     def create(cls) -> SchedulerMetrics:
@@ -86,6 +88,18 @@ class SchedulerMetrics:
                 registry=r,
             ),
             degraded=degraded,
+            idle_events=Counter(
+                "fairlane_scheduler_idle_events",
+                "running placements this replica announced in an idle event (all their "
+                "GPUs near-idle for the idle window)",
+                registry=r,
+            ),
+            idle_placements=Gauge(
+                "fairlane_scheduler_idle_placements",
+                "running placements in an announced idle episode, as Postgres records them "
+                "(read every idle check)",
+                registry=r,
+            ),
         )
 
     def outage(self, component: str, dependency: str) -> OutageLog:
