@@ -197,7 +197,9 @@ class RoomTable:
 def _has_room(free_milli: Ints, free_memory: Ints, memory_mib: Ints, mix: WorkloadMix) -> Bools:
     """``[gpu, shape]``: whether each GPU has room for each shape's per-GPU ask."""
     milli = np.array([e.ask.milli for e in mix.entries], dtype=np.int64)
-    memory = np.stack([e.ask.memory_on(memory_mib) for e in mix.entries], axis=1)
+    fixed = np.array([e.ask.memory_mib or 0 for e in mix.entries], dtype=np.int64)
+    share_of_gpu = (milli[None, :] * memory_mib[:, None]) // WHOLE_MILLI
+    memory = np.where(fixed > 0, fixed[None, :], share_of_gpu)
     return (free_milli[:, None] >= milli[None, :]) & (free_memory[:, None] >= memory)
 
 
@@ -241,9 +243,25 @@ def fragmentation_by_node(table: RoomTable, mix: WorkloadMix) -> Floats:
     return terms.fragmentation(_gpus_needed(mix)).astype(np.float64) @ mix.weights()
 
 
+def _alike(table: RoomTable, rows: Ints) -> tuple[Ints, Ints]:
+    """One representative of each group of ``rows`` alike in node and room (their growth
+    is the same: a node's free GPUs, say), and each row's group."""
+    columns = [table.node[rows], table.used_milli[rows], table.used_memory_mib[rows]]
+    columns.append(table.memory_mib[rows])
+    order = np.lexsort(columns[::-1])
+    starts = np.ones(len(rows), dtype=np.bool_)
+    for column in columns:
+        ordered = column[order]
+        starts[1:] |= ordered[1:] != ordered[:-1]
+    group = np.empty(len(rows), dtype=np.int64)
+    group[order] = np.cumsum(starts) - 1
+    return rows[order[starts]], group
+
+
 def _fragmentation_growth(table: RoomTable, ask: ShareAsk, mix: WorkloadMix, rows: Ints) -> Floats:
     """How much each candidate row's placement grows its node's ``F_n``: only that GPU's
     room changes, so the node's terms move by its before/after difference."""
+    rows, group = _alike(table, rows)
     free_milli, free_memory = table.free_milli, table.free_memory_mib
     room = _has_room(free_milli, free_memory, table.memory_mib, mix)
     terms = _node_terms(table, room)
@@ -262,7 +280,7 @@ def _fragmentation_growth(table: RoomTable, ask: ShareAsk, mix: WorkloadMix, row
     free = terms.free[nodes] - ask.milli
     after = np.where(fits >= gpus[None, :], stranded, free[:, None])
     growth: Floats = (after - before).astype(np.float64) @ mix.weights()
-    return np.round(growth, _DELTA_DECIMALS)
+    return np.round(growth, _DELTA_DECIMALS)[group]
 
 
 def rank_rooms(
