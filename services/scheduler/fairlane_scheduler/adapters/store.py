@@ -126,6 +126,12 @@ class PostgresStore:
                 return list(await conn.fetch(query, *args))
         except asyncpg.UniqueViolationError as exc:
             raise AllocationConflictError(str(exc)) from exc
+        except asyncpg.CheckViolationError as exc:
+            # A GPU's shares or memory over-committed by one statement alone (migration
+            # 0015's trigger raises other over-commits as a unique violation): the same race.
+            if exc.table_name != "gpu_shares":
+                raise
+            raise AllocationConflictError(str(exc)) from exc
         except asyncpg.TransactionRollbackError as exc:
             # A deadlock (or serialization failure) with another replica's batch: Postgres
             # rolled this transaction back whole, so trying again is safe.
