@@ -99,6 +99,17 @@ def _parser() -> _Parser:
     run.add_argument("--namespace", help="default: the token's")
     run.add_argument("--models", help="allowed GPU models, comma-separated")
     run.add_argument("--min-gpu-memory-gib", type=_above_zero)
+    run.add_argument(
+        "--gpu-share",
+        type=_above_zero,
+        help="a share of one GPU's compute, 0 < share <= 1 (with --gpus 1): the job shares "
+        "the GPU and runs with the limits the answer gives (docs/fractional.md)",
+    )
+    run.add_argument(
+        "--gpu-memory-mib",
+        type=_count,
+        help="with --gpu-share: the GPU memory the share may use (default: its share)",
+    )
     run.add_argument("--policy", choices=("fastest", "binpack", "spread"), default="fastest")
     run.add_argument("--priority", type=int, default=0)
     run.add_argument(
@@ -149,6 +160,8 @@ def parse_run(argv: Sequence[str]) -> JobSpec:
         lease_s=ns.lease_s,
         priority=ns.priority,
         job_class=ns.job_class,
+        gpu_share=ns.gpu_share,
+        gpu_memory_mib=ns.gpu_memory_mib,
     )
     return JobSpec(
         request=request,

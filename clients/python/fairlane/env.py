@@ -18,6 +18,11 @@ Per node of the placement (one child process each):
     FAIRLANE_GPU_UUIDS       the node's GPU uuids, comma-separated, in CUDA_VISIBLE_DEVICES order
     FAIRLANE_PROGRESS_SOCKET the launcher's UNIX datagram socket (fairlane.progress)
     FAIRLANE_DEGRADED_FILE   where the launcher writes the slow GPUs of a degraded event
+
+and, on a fractional placement (``--gpu-share``), what the scheduler's answer says keeps
+the job inside its share (the node's ``env``: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE,
+CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, XLA_PYTHON_CLIENT_MEM_FRACTION, FAIRLANE_GPU_SHARE,
+FAIRLANE_GPU_MEMORY_MIB, FAIRLANE_GPU_MEMORY_FRACTION; docs/fractional.md).
 """
 
 from __future__ import annotations
@@ -81,4 +86,4 @@ def node_env(
     if len(node.gpus) == 1:
         env["RANK"] = str(first_rank(nodes, node.node_rank))
         env["LOCAL_RANK"] = "0"
-    return env
+    return {**env, **(node.env or {})}
