@@ -29,7 +29,7 @@ from fairlane_scorer.core.window import (
     score_window,
     should_emit,
 )
-from fairlane_scoring.allocation import load_since_ms
+from fairlane_scoring.allocation import held_at, load_since_ms
 from fairlane_scoring.reference import ScoreResult
 from tests.property.test_scorer_parity import CONFIG, T0, assert_same, gpu_samples, steps_ms
 
@@ -59,11 +59,17 @@ def node_allocations(draw: st.DrawFn, node: str) -> NodeAllocations:
     for k in range(draw(st.integers(0, 2))):
         start = T0 + draw(st.integers(0, 900_000))
         length = draw(st.one_of(st.none(), st.integers(1, 600_000)))
-        gpus = draw(st.lists(st.sampled_from(GPUS), min_size=1, unique=True))
+        gpus = [
+            f"{node}/{g}" for g in draw(st.lists(st.sampled_from(GPUS), min_size=1, unique=True))
+        ]
+        # Whole GPUs, or a share of each (issue 29): their load discounted, not masked.
+        share = draw(st.one_of(st.none(), st.floats(0.001, 1.0)))
+        memory = None if share is None else draw(st.one_of(st.none(), st.integers(1, 90_000)))
         allocations[str(k)] = {
             "start": start,
             "end": None if length is None else start + length,
-            "gpus": [f"{node}/{g}" for g in gpus],
+            "gpus": gpus,
+            "shares": {} if share is None else {g: [share, memory] for g in gpus},
         }
     return allocations
 
@@ -79,10 +85,17 @@ class OneByOne:
 
     def put(self, record: NodeSample, allocations: NodeAllocations) -> None:
         for gpu in record.gpus:
-            since = load_since_ms(allocations_of(allocations, gpu.uuid), record.ts_ms)
+            held = allocations_of(allocations, gpu.uuid)
+            since = load_since_ms(held, record.ts_ms)
             window = self.windows.get(gpu.uuid)
             fresh = accept_sample(
-                window, record.node, record.ts_ms, gpu, load_since_ms=since, config=CONFIG
+                window,
+                record.node,
+                record.ts_ms,
+                gpu,
+                load_since_ms=since,
+                config=CONFIG,
+                held=held_at(held, record.ts_ms),
             )
             if fresh is None:
                 self.duplicates += 1

@@ -19,7 +19,7 @@ from fairlane_scorer.core.allocations import NodeAllocations
 from fairlane_scorer.core.node_rows import NodeWindows, decode_node, encode_node
 from fairlane_scorer.core.step import score_batch
 from fairlane_scorer.core.window import GpuWindow, accept_sample, score_window
-from fairlane_scoring.allocation import Allocation, load_since_ms
+from fairlane_scoring.allocation import Allocation, held_at, load_since_ms
 from fairlane_scoring.config import ScoreConfig
 from fairlane_scoring.reference import ScoreResult, reference_score
 from tests.factories import GIB
@@ -74,10 +74,14 @@ def streams(draw: st.DrawFn) -> tuple[list[tuple[int, GpuSample]], list[Allocati
         ts += draw(steps_ms)
         history.append((ts, draw(gpu_samples(unsupported))))
     allocations = []
-    for _ in range(draw(st.integers(0, 2))):
+    for _ in range(draw(st.integers(0, 3))):
         start = T0 + draw(st.integers(0, 1_500_000))
         length = draw(st.one_of(st.none(), st.integers(1, 600_000)))
-        allocations.append(Allocation(start, None if length is None else start + length))
+        end = None if length is None else start + length
+        # Whole, or a share of the GPU (issue 29): its load is discounted, not masked.
+        share = draw(st.one_of(st.none(), st.floats(0.001, 1.0)))
+        memory = None if share is None else draw(st.one_of(st.none(), st.integers(1, 90_000)))
+        allocations.append(Allocation(start, end, share, memory))
     return history, allocations
 
 
@@ -90,7 +94,13 @@ class Streamed:
     def put(self, ts_ms: int, sample: GpuSample, allocations: list[Allocation]) -> None:
         since = load_since_ms(allocations, ts_ms)
         fresh = accept_sample(
-            self.window, "node-p", ts_ms, sample, load_since_ms=since, config=CONFIG
+            self.window,
+            "node-p",
+            ts_ms,
+            sample,
+            load_since_ms=since,
+            config=CONFIG,
+            held=held_at(allocations, ts_ms),
         )
         if fresh is not None:
             self.window = decode_node(encode_node({"GPU-p": fresh}))["GPU-p"]
@@ -146,7 +156,12 @@ def test_batches_of_many_nodes_equal_the_reference(
     records.sort(key=lambda r: (r[1], rng.random()))  # each node's records stay in order
     allocations: dict[str, NodeAllocations | None] = {
         f"node-{n}": {
-            str(k): {"start": a.start_ms, "end": a.end_ms, "gpus": ["GPU-p"]}
+            str(k): {
+                "start": a.start_ms,
+                "end": a.end_ms,
+                "gpus": ["GPU-p"],
+                "shares": {} if a.share is None else {"GPU-p": [a.share, a.memory_mib]},
+            }
             for k, a in enumerate(allocs)
         }
         for n, (_, allocs) in enumerate(node_streams)

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from fairlane_scoring.allocation import Allocation, load_since_ms
+from fairlane_scoring.allocation import MIB, Allocation, Held, held_at, load_since_ms
 
 
 @pytest.mark.parametrize(
@@ -21,3 +21,33 @@ from fairlane_scoring.allocation import Allocation, load_since_ms
 )
 def test_load_since(allocations: list[Allocation], now_ms: int, expected: float) -> None:
     assert load_since_ms(allocations, now_ms) == expected
+
+
+def test_a_fractional_allocation_does_not_mask_load() -> None:
+    """A share of the GPU (issue 29): its tenants' part is discounted (held_at), the rest
+    of the load still counts, so load history neither stops nor restarts for it."""
+    allocations = [Allocation(500, 800, share=0.5), Allocation(900, share=0.25)]
+    assert load_since_ms(allocations, 1_000) == -math.inf
+    assert load_since_ms([*allocations, Allocation(100, 300)], 1_000) == 300
+
+
+@pytest.mark.parametrize(
+    ("allocations", "ts_ms", "expected"),
+    [
+        ([], 1_000, Held()),
+        ([Allocation(500)], 1_000, Held()),  # a whole GPU is masked, not discounted
+        ([Allocation(500, share=0.25, memory_mib=1024)], 1_000, Held(0.25, 1024 * MIB)),
+        ([Allocation(500, 800, share=0.25, memory_mib=1024)], 1_000, Held()),  # ended
+        ([Allocation(1_500, share=0.25)], 1_000, Held()),  # starts later
+        (
+            [Allocation(500, share=0.5, memory_mib=10), Allocation(600, share=0.25)],
+            1_000,
+            Held(0.75, 10 * MIB),  # a share without memory holds none
+        ),
+        ([Allocation(0, share=0.75), Allocation(0, share=0.5)], 1_000, Held(1.0, 0)),  # capped
+    ],
+)
+def test_held_at_sums_the_fractional_tenants_at_that_time(
+    allocations: list[Allocation], ts_ms: int, expected: Held
+) -> None:
+    assert held_at(allocations, ts_ms) == expected

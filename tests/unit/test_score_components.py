@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from fairlane_scoring.allocation import Held
 from fairlane_scoring.components import (
     bandwidth_headroom,
     clock_health,
@@ -116,3 +117,33 @@ def test_decayed_mean_weights_recent_samples_more() -> None:
     assert n == 2
     assert mean == pytest.approx(1 / (1 + math.exp(-0.004 * 300)))
     assert math.isnan(decayed_mean(ts, np.array([0.0, 1.0]), 10**9, 0.004, 600)[0])
+
+
+@pytest.mark.parametrize(
+    ("sm_active", "util", "held", "expected"),
+    [
+        (0.3, None, 0.0, 0.7),  # nothing held: all load counts
+        (0.3, None, 0.5, 1.0),  # a tenant inside its half: no interference
+        (0.8, None, 0.5, 0.7),  # 0.3 beyond the tenants' half counts
+        (None, 80.0, 0.5, 0.7),  # utilization when SM activity is absent
+        (1.0, None, 1.0, 1.0),
+    ],
+)
+def test_compute_headroom_counts_only_load_beyond_the_held_share(
+    sm_active: float | None, util: float | None, held: float, expected: float
+) -> None:
+    assert compute_headroom(sm_active, util, held) == pytest.approx(expected)
+
+
+def test_memory_bandwidth_and_power_are_discounted_by_what_tenants_hold() -> None:
+    gib = 2**30
+    assert memory_headroom(30 * gib, 80 * gib, 20 * gib) == pytest.approx(1 - 10 / 80)
+    assert memory_headroom(10 * gib, 80 * gib, 20 * gib) == 1.0
+    assert bandwidth_headroom(60.0, 0.25) == pytest.approx(0.65)
+    assert power_headroom(350.0, 700.0, 0.25) == pytest.approx(0.75)
+    sample = gpu_sample(sm_active=0.5, mem_used_bytes=40 * gib, mem_util_pct=50.0)
+    whole = dict(zip(COMPONENTS, component_scores(sample, 20.0), strict=True))
+    shared = dict(zip(COMPONENTS, component_scores(sample, 20.0, Held(0.5, 40 * gib)), strict=True))
+    assert (whole["compute"], shared["compute"]) == (0.5, 1.0)
+    assert shared["memory"] == 1.0
+    assert (whole["clock"], whole["thermal"]) == (shared["clock"], shared["thermal"])

@@ -62,3 +62,27 @@ def test_a_degraded_event_changes_no_allocation() -> None:
 
 def test_a_node_without_allocations_has_none() -> None:
     assert allocations_of(None, "n1-gpu0") == []
+
+
+def test_a_fractional_placement_keeps_its_share_of_each_gpu() -> None:
+    slot = GpuSlot(uuid="n1-gpu0", index=0, share=0.25, memory_mib=20_000)
+    node = NodeAssignment(
+        node="n1",
+        node_rank=0,
+        gpus=[slot],
+        cuda_visible_devices="0",
+        master_addr="n1",
+        master_port=29500,
+        world_size=1,
+    )
+    created = PlacementEvent(
+        placement_id="f1", job_id="j", namespace="ns", event="created", ts_ms=T0, nodes=[node]
+    )
+    state = apply_placement({}, "n1", created, 600)
+    assert allocations_of(state, "n1-gpu0") == [Allocation(T0, None, 0.25, 20_000)]
+    ended = created.model_copy(update={"event": "released", "ts_ms": T0 + 10, "nodes": []})
+    state = apply_placement(state, "n1", ended, 600)  # an end without its assignment
+    assert allocations_of(state, "n1-gpu0") == [Allocation(T0, T0 + 10, 0.25, 20_000)]
+    # A row written before shares existed holds whole GPUs.
+    old = {"p0": {"start": T0, "end": None, "gpus": ["n1-gpu1"]}}
+    assert allocations_of(old, "n1-gpu1") == [Allocation(T0)]

@@ -8,6 +8,7 @@ out, so the instant score renormalises over what the GPU supports
 from __future__ import annotations
 
 from fairlane_events.records import GpuSample
+from fairlane_scoring.allocation import NOTHING_HELD, Held
 
 __all__ = [
     "CLOCK_EVENT_IDLE",
@@ -51,32 +52,45 @@ def thermal_headroom(
     return _clip01((slowdown_c - temp_c) / margin_c)
 
 
-def compute_headroom(sm_active: float | None, gpu_util_pct: float | None) -> float | None:
-    """1 - sm_active when GPM reports it (Hopper+), else 1 - gpu_util / 100."""
+def _beyond(load: float, held: float) -> float:
+    """1 - max(0, load - held): the headroom left by the load beyond what Fairlane's
+    fractional tenants hold (held 0: 1 - load)."""
+    return _clip01(1.0 - max(0.0, load - held))
+
+
+def compute_headroom(
+    sm_active: float | None, gpu_util_pct: float | None, held_share: float = 0.0
+) -> float | None:
+    """1 - max(0, sm_active - held_share) when GPM reports it (Hopper+), else
+    1 - max(0, gpu_util / 100 - held_share)."""
     if sm_active is not None:
-        return _clip01(1.0 - sm_active)
+        return _beyond(sm_active, held_share)
     if gpu_util_pct is not None:
-        return _clip01(1.0 - gpu_util_pct / 100.0)
+        return _beyond(gpu_util_pct / 100.0, held_share)
     return None
 
 
-def memory_headroom(used_bytes: int | None, total_bytes: int | None) -> float | None:
-    """1 - used / total."""
+def memory_headroom(
+    used_bytes: int | None, total_bytes: int | None, held_bytes: int = 0
+) -> float | None:
+    """1 - max(0, used - held_bytes) / total."""
     if used_bytes is None or not total_bytes:
         return None
-    return _clip01(1.0 - used_bytes / total_bytes)
+    return _clip01(1.0 - max(0, used_bytes - held_bytes) / total_bytes)
 
 
-def bandwidth_headroom(mem_util_pct: float | None) -> float | None:
-    """1 - memory-controller busy % / 100."""
-    return None if mem_util_pct is None else _clip01(1.0 - mem_util_pct / 100.0)
+def bandwidth_headroom(mem_util_pct: float | None, held_share: float = 0.0) -> float | None:
+    """1 - max(0, memory-controller busy % / 100 - held_share)."""
+    return None if mem_util_pct is None else _beyond(mem_util_pct / 100.0, held_share)
 
 
-def power_headroom(power_w: float | None, limit_w: float | None) -> float | None:
-    """1 - power draw / enforced limit."""
+def power_headroom(
+    power_w: float | None, limit_w: float | None, held_share: float = 0.0
+) -> float | None:
+    """1 - max(0, power draw / enforced limit - held_share)."""
     if power_w is None or not limit_w:
         return None
-    return _clip01(1.0 - power_w / limit_w)
+    return _beyond(power_w / limit_w, held_share)
 
 
 def health_gate(sample: GpuSample, previous_ecc: int | None) -> float:
@@ -90,13 +104,19 @@ def health_gate(sample: GpuSample, previous_ecc: int | None) -> float:
     return 1.0
 
 
-def component_scores(sample: GpuSample, thermal_margin_c: float) -> Components:
-    """All components of one sample, in ``COMPONENTS`` order (None: not reported)."""
+def component_scores(
+    sample: GpuSample, thermal_margin_c: float, held: Held = NOTHING_HELD
+) -> Components:
+    """All components of one sample, in ``COMPONENTS`` order (None: not reported); the
+    load ones count only the load beyond what Fairlane's fractional tenants ``held`` at
+    the sample's time (compute, bandwidth and power by their compute share, memory by
+    their memory)."""
+    share = held.share
     return (
         clock_health(sample.sm_clock_mhz, sample.max_sm_clock_mhz, sample.clock_event_reasons),
         thermal_headroom(sample.temp_c, sample.slowdown_temp_c, thermal_margin_c),
-        compute_headroom(sample.sm_active, sample.gpu_util_pct),
-        memory_headroom(sample.mem_used_bytes, sample.mem_total_bytes),
-        bandwidth_headroom(sample.mem_util_pct),
-        power_headroom(sample.power_w, sample.power_limit_w),
+        compute_headroom(sample.sm_active, sample.gpu_util_pct, share),
+        memory_headroom(sample.mem_used_bytes, sample.mem_total_bytes, held.memory_bytes),
+        bandwidth_headroom(sample.mem_util_pct, share),
+        power_headroom(sample.power_w, sample.power_limit_w, share),
     )

@@ -4,8 +4,10 @@ This is the definition; the streaming scorer keeps incremental state and must pr
 same numbers on the same input. The steps, each a named function elsewhere:
 
 1. accept: a sample not newer than the last accepted one is ignored (redelivery, reordering);
-2. components of each accepted sample (:mod:`~fairlane_scoring.components`) and its health
-   gate against the previous ECC count;
+2. components of each accepted sample (:mod:`~fairlane_scoring.components`), its load
+   ones beyond what fractional allocations held at its time
+   (:func:`~fairlane_scoring.allocation.held_at`), and its health gate against the
+   previous ECC count;
 3. causal Hampel filter per component over the last ``hampel_window`` accepted samples
    inside the history window; load components only over samples since the GPU's load
    history last restarted (:mod:`~fairlane_scoring.outliers`);
@@ -30,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fairlane_events.records import GpuSample
-from fairlane_scoring.allocation import Allocation, load_since_ms
+from fairlane_scoring.allocation import Allocation, held_at, load_since_ms
 from fairlane_scoring.combine import instant_score
 from fairlane_scoring.components import Components, component_scores, health_gate
 from fairlane_scoring.config import COMPONENTS, LOAD_COMPONENTS, ScoreConfig
@@ -90,7 +92,10 @@ def scored_history(
     for ts_ms, sample in history:
         if not accepted or ts_ms > accepted[-1][0]:
             accepted.append((ts_ms, sample))
-    raws = [component_scores(s, config.thermal_margin_c) for _, s in accepted]
+    raws = [
+        component_scores(s, config.thermal_margin_c, held_at(allocations, ts_ms))
+        for ts_ms, s in accepted
+    ]
     scored: list[ScoredSample] = []
     previous_ecc: int | None = None
     for i, (ts_ms, sample) in enumerate(accepted):

@@ -87,7 +87,12 @@ def advance_round(
     active, ts, since = lanes.active, lanes.ts_ms, lanes.load_since_ms
     horizon = ts - config.history_s * 1000
     raws = np.full((len(ts), len(COMPONENTS)), np.nan)
-    raws[lanes.sampled] = component_rows(lanes.samples, config.thermal_margin_c)
+    raws[lanes.sampled] = component_rows(
+        lanes.samples,
+        config.thermal_margin_c,
+        lanes.held_share[lanes.sampled],
+        lanes.held_bytes[lanes.sampled],
+    )
     gates, ecc = np.zeros(len(ts)), lanes.last_ecc.copy()
     gates[lanes.sampled], ecc[lanes.sampled] = health_gates(
         lanes.samples, lanes.last_ecc[lanes.sampled], NO_ECC

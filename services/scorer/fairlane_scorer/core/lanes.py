@@ -25,7 +25,7 @@ from fairlane_scorer.core.node_state import EMITTED_COLUMNS, NO_ECC, IntArray, N
 from fairlane_scorer.core.records import GpuLabels
 from fairlane_scorer.core.window import RECENT_COLUMNS, FloatArray
 from fairlane_scoring.activity import gpu_activity
-from fairlane_scoring.allocation import load_since_ms
+from fairlane_scoring.allocation import NOTHING_HELD, Held, held_at, load_since_ms
 from fairlane_scoring.config import COMPONENTS
 from fairlane_scoring.reference import KEPT_COLUMNS
 
@@ -47,6 +47,7 @@ class _Node:
     samples: list[AnyGpuSample | None]  # per lane: its new sample, None when passive
     labels: Labels  # index, model, mem_total_bytes per lane
     since: list[float]
+    held: list[Held]  # what fractional tenants hold of each lane's GPU at the record's time
 
 
 def _node(
@@ -95,10 +96,13 @@ def _node(
             ),
         )
     if allocations:
-        since = [load_since_ms(allocations_of(allocations, u), ts) for u in uuids]
+        of = [allocations_of(allocations, u) for u in uuids]
+        since = [load_since_ms(a, ts) for a in of]
+        held = [held_at(a, ts) for a in of]
     else:
         since = [-math.inf] * len(uuids)
-    return _Node(state, uuids, samples, labels, since), duplicates
+        held = [NOTHING_HELD] * len(uuids)
+    return _Node(state, uuids, samples, labels, since, held), duplicates
 
 
 @dataclass
@@ -111,6 +115,8 @@ class Lanes:
     active: BoolArray  # per lane
     ts_ms: FloatArray  # per lane: its node's record time
     load_since_ms: FloatArray
+    held_share: FloatArray  # per lane: the fractional tenants' compute share of its GPU
+    held_bytes: FloatArray  # ...and their memory
     samples: list[AnyGpuSample]  # of the active lanes, in lane order
     sampled: IntArray  # the active lanes
     kept: FloatArray  # (lanes, rows, KEPT_COLUMNS), right-aligned, NaN rows in front
@@ -183,6 +189,8 @@ def gather(
         active=active,
         ts_ms=ts,
         load_since_ms=np.array([x for n in nodes for x in n.since], dtype=np.float64),
+        held_share=np.array([h.share for n in nodes for h in n.held], dtype=np.float64),
+        held_bytes=np.array([h.memory_bytes for n in nodes for h in n.held], dtype=np.float64),
         samples=[s for s in lane_samples if s is not None],
         sampled=np.flatnonzero(active),
         kept=kept,

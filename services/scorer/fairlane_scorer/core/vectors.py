@@ -61,8 +61,20 @@ def _ratio(a: FloatArray, b: FloatArray) -> FloatArray:
         return np.where(ok, a / np.where(ok, b, 1.0), np.nan)
 
 
-def component_rows(samples: Sequence[AnyGpuSample], thermal_margin_c: float) -> FloatArray:
-    """``components.component_scores`` of every sample (rows in ``COMPONENTS`` order)."""
+def _beyond(load: FloatArray, held: FloatArray | float) -> FloatArray:
+    """``components._beyond`` (before the clip): 1 - max(0, load - held), NaN kept."""
+    return 1.0 - np.maximum(load - held, 0.0)
+
+
+def component_rows(
+    samples: Sequence[AnyGpuSample],
+    thermal_margin_c: float,
+    held_share: FloatArray | None = None,
+    held_bytes: FloatArray | None = None,
+) -> FloatArray:
+    """``components.component_scores`` of every sample (rows in ``COMPONENTS`` order),
+    each with what fractional tenants held of its GPU (``held_share``, ``held_bytes``:
+    one per sample; None: nothing held)."""
     m = np.array([_METRICS(s) for s in samples], dtype=np.float64).reshape(-1, 11)
     sm, max_sm, temp, slowdown, active, util, used, total, mem_util, power, limit = m.T
     # The reasons bitmask goes up to 2**64: tested as Python ints, not as floats.
@@ -72,14 +84,16 @@ def component_rows(samples: Sequence[AnyGpuSample], thermal_margin_c: float) -> 
     )
     clock = np.clip(_ratio(sm, max_sm), 0.0, 1.0)
     clock = np.where(throttled | np.isnan(clock), clock, 1.0)
-    compute = np.where(np.isnan(active), 1.0 - util / 100.0, 1.0 - active)
+    share = 0.0 if held_share is None else held_share
+    held = 0.0 if held_bytes is None else held_bytes
+    compute = np.where(np.isnan(active), _beyond(util / 100.0, share), _beyond(active, share))
     columns = (
         clock,
         (slowdown - temp) / thermal_margin_c,
         compute,
-        1.0 - _ratio(used, total),
-        1.0 - mem_util / 100.0,
-        1.0 - _ratio(power, limit),
+        1.0 - _ratio(np.maximum(used - held, 0.0), total),
+        _beyond(mem_util / 100.0, share),
+        _beyond(_ratio(power, limit), share),
     )
     return np.clip(np.column_stack(columns), 0.0, 1.0)
 

@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from fairlane_events.records import GpuSample
 from fairlane_scoring.activity import gpu_activity
+from fairlane_scoring.allocation import NOTHING_HELD, Held
 from fairlane_scoring.components import Components, component_scores, health_gate
 from fairlane_scoring.config import COMPONENTS, ScoreConfig
 from fairlane_scoring.outliers import filter_components
@@ -117,10 +118,12 @@ def accept_sample(
     *,
     load_since_ms: float,
     config: ScoreConfig,
+    held: Held = NOTHING_HELD,
 ) -> GpuWindow | None:
     """The window with ``sample`` added, or None when it is not newer than the last one:
     the one-GPU form of ``fairlane_scorer.core.advance.advance``, with the reference's
-    functions. ``load_since_ms``: where the GPU's load history restarts at ``ts_ms``."""
+    functions. ``load_since_ms``: where the GPU's load history restarts at ``ts_ms``;
+    ``held``: what fractional tenants hold of the GPU then."""
     if window is not None and ts_ms <= window.last_ts_ms:
         return None
     horizon = ts_ms - config.history_s * 1000
@@ -128,7 +131,7 @@ def accept_sample(
     if window is not None:
         kept = window.kept[int(np.searchsorted(window.kept[:, 0], horizon, side="left")) :]
         recent = window.recent[window.recent[:, 0] >= horizon]
-    raw = component_scores(sample, config.thermal_margin_c)
+    raw = component_scores(sample, config.thermal_margin_c, held)
     history = [(int(r[0]), components_of(r[1:])) for r in recent]
     filtered = filter_components(
         [*history, (ts_ms, raw)], load_since_ms, config.hampel_n_sigma, config.hampel_min_scale
