@@ -20,6 +20,7 @@ from fairlane_scheduler.core.shares import share_env
 from fairlane_scheduler.errors import AllocationConflictError, NoCapacityError, QuotaExceededError
 from fairlane_scheduler.service import PlacementService
 from tests.factories import GIB, gpu_score
+from tests.unit.test_learned_placement import request
 
 NOW = 1_700_000_000_000
 PORTS = PortRange(29500, 29999)
@@ -44,16 +45,7 @@ def _service(store: MemoryStore, gpus: int = 4) -> PlacementService:
 def _request(
     job: str, share: float | None = None, memory_mib: int | None = None, gpus: int = 1
 ) -> PlacementRequest:
-    return PlacementRequest(
-        job_id=job,
-        namespace="team",
-        gpus_per_node=gpus,
-        min_gpu_memory_gib=None,
-        models=None,
-        fingerprint=job,
-        gpu_share=share,
-        gpu_memory_mib=memory_mib,
-    )
+    return replace(request(job, gpus, job_class=None), gpu_share=share, gpu_memory_mib=memory_mib)
 
 
 def _slots(placement: Placement) -> list[tuple[str, float | None, int | None]]:

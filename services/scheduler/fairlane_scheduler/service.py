@@ -18,7 +18,6 @@ from fairlane_scheduler.core.node_ranking import NodeRankings
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.core.placements import EventKind, Placement, PlacementRequest, waiting
 from fairlane_scheduler.core.quota import Quota, check_quota
-from fairlane_scheduler.core.share_decision import decide_share
 from fairlane_scheduler.core.sharing import SharingRule
 from fairlane_scheduler.errors import (
     AllocationConflictError,
@@ -254,33 +253,20 @@ class PlacementService:
     def _decide(self, request: PlacementRequest, placement_id: str) -> Placement:
         """Decide on the in-memory view and reserve what was chosen, in one step (no
         await): concurrent requests of this replica never choose the same GPUs."""
-        quota = self._quotas.get(request.namespace)
-        if request.is_fractional:
-            placement = decide_share(
-                request,
-                fleet=self._fleet,
-                ledger=self.ledger,
-                quota=quota,
-                policy=self._policy,
-                ports=self._ports,
-                placement_id=placement_id,
-                now_ms=self._clock_ms(),
-                mix=self.demand.mix(),
-                rule=self._sharing_rule,
-            )
-        else:
-            placement = decide(
-                request,
-                fleet=self._fleet,
-                rankings=self.rankings,
-                ledger=self.ledger,
-                quota=quota,
-                policy=self._policy,
-                ports=self._ports,
-                placement_id=placement_id,
-                now_ms=self._clock_ms(),
-                summaries_from_nodes=self._summaries_from_nodes,
-            )
+        placement = decide(
+            request,
+            fleet=self._fleet,
+            rankings=self.rankings,
+            ledger=self.ledger,
+            quota=self._quotas.get(request.namespace),
+            policy=self._policy,
+            ports=self._ports,
+            placement_id=placement_id,
+            now_ms=self._clock_ms(),
+            summaries_from_nodes=self._summaries_from_nodes,
+            mix=self.demand.mix(),
+            rule=self._sharing_rule,
+        )
         self.ledger.reserve(Holding.of(placement))
         return placement
 

@@ -16,6 +16,8 @@ from fairlane_scheduler.core.node_ranking import NodeRankings
 from fairlane_scheduler.core.placement import JobShape, NoPlacement, PlacementPolicy, choose
 from fairlane_scheduler.core.placements import Placement, PlacementRequest, assemble
 from fairlane_scheduler.core.quota import Quota, QuotaVerdict, models_within_quota
+from fairlane_scheduler.core.share_decision import ShareTarget, decide_share
+from fairlane_scheduler.core.sharing import DEFAULT_MIX, SharingRule, WorkloadMix
 from fairlane_scheduler.errors import NoCapacityError, QuotaExceededError
 
 __all__ = ["SUMMARIES_FROM_NODES", "decide"]
@@ -41,10 +43,18 @@ def decide(
     placement_id: str,
     now_ms: int,
     summaries_from_nodes: int = SUMMARIES_FROM_NODES,
+    mix: WorkloadMix = DEFAULT_MIX,
+    rule: SharingRule = "fgd",
 ) -> Placement:
     """The placement of ``request``, or :class:`QuotaExceededError` (the namespace may not
     take what it asks) or :class:`NoCapacityError` (nothing fits now). The choice reads
-    ``summaries`` on a fleet of at least ``summaries_from_nodes`` nodes, else scans it."""
+    ``summaries`` on a fleet of at least ``summaries_from_nodes`` nodes, else scans it.
+    A fractional request goes to :func:`decide_share`, packed by ``rule`` for ``mix``."""
+    if request.is_fractional:
+        on = ShareTarget(fleet, ledger, quota, policy, ports)
+        return decide_share(
+            request, on, placement_id=placement_id, now_ms=now_ms, mix=mix, rule=rule
+        )
     shape = JobShape(
         gpus_per_node=request.gpus_per_node,
         nodes=request.nodes,

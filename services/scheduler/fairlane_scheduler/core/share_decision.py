@@ -12,7 +12,7 @@ the job inside them (:func:`~fairlane_scheduler.core.shares.share_env`).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -44,7 +44,7 @@ from fairlane_scheduler.core.sharing import (
 )
 from fairlane_scheduler.errors import NoCapacityError, QuotaExceededError
 
-__all__ = ["NO_ROOM", "decide_share", "gpu_memory_mib"]
+__all__ = ["NO_ROOM", "ShareTarget", "decide_share", "gpu_memory_mib"]
 
 NO_ROOM = "without room for the share"
 _MIB = 1024**2
@@ -62,22 +62,32 @@ def gpu_memory_mib(fleet: FleetView, rows: npt.NDArray[np.intp]) -> npt.NDArray[
     return memory
 
 
+@dataclass(frozen=True)
+class ShareTarget:
+    """What a share is decided on: the fleet, what live placements hold, the namespace's
+    quota, the filter's policy and the MASTER_PORT range."""
+
+    fleet: FleetView
+    ledger: Ledger
+    quota: Quota | None
+    policy: PlacementPolicy
+    ports: PortRange
+
+
 def decide_share(
     request: PlacementRequest,
+    on: ShareTarget,
     *,
-    fleet: FleetView,
-    ledger: Ledger,
-    quota: Quota | None,
-    policy: PlacementPolicy,
-    ports: PortRange,
     placement_id: str,
     now_ms: int,
     mix: WorkloadMix = DEFAULT_MIX,
     rule: SharingRule = "fgd",
 ) -> Placement:
     """The placement of fractional ``request`` (``gpu_share`` set), or
-    :class:`QuotaExceededError` / :class:`NoCapacityError` as :func:`decide` raises."""
+    :class:`QuotaExceededError` / :class:`NoCapacityError` as
+    :func:`~fairlane_scheduler.core.decision.decide` raises."""
     assert request.gpu_share is not None
+    fleet, ledger, quota, policy = on.fleet, on.ledger, on.quota, on.policy
     milli = share_milli(request.gpu_share)
     shape = JobShape(
         gpus_per_node=1,
@@ -100,6 +110,9 @@ def decide_share(
     masks = rejection_masks(fleet, shape, policy, np.flatnonzero(whole), now_ms)
     health = [(reason, mask) for reason, mask in masks if reason != "allocated"]
     rows = _stable_order(fleet, np.flatnonzero(qualifying(health, n)))
+    if request.on_node is not None:  # the Kubernetes extender's bind: its node only
+        node_id = fleet.node_id(request.on_node)
+        rows = rows[fleet.node[rows] == (-1 if node_id is None else node_id)]
     memory = gpu_memory_mib(fleet, rows)
     rows, memory = rows[memory > 0], memory[memory > 0]
     table = _rooms(fleet, ledger, rows=rows, memory=memory, whole=whole[rows], shape=shape)
@@ -113,7 +126,7 @@ def decide_share(
     best = int(ranked[0])
     row, gpu_memory = int(rows[best]), int(memory[best])
     node = fleet.nodes[int(fleet.node[row])]
-    port = next_free_port(ledger.ports(node), ports)
+    port = next_free_port(ledger.ports(node), on.ports)
     if port is None:
         raise NoCapacityError(f"no free MASTER_PORT on {node}", {"ports": 1})
     choice = Choice((NodeChoice(node, (row,)),), float(table.capacity[best]))

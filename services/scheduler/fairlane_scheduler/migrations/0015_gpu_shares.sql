@@ -152,6 +152,19 @@ RETURNS jsonb LANGUAGE sql AS $$
     SELECT fairlane_quota_refusal_milli(p_namespace, p_models, 1000)
 $$;
 
+-- The one allocation of a fractional placement, with its share and memory: the
+-- triggers above add it to its GPU's sums, or refuse it.
+CREATE FUNCTION fairlane_allocate_share(
+    p_id uuid, p_namespace text, p_gpu text, p_node text, p_index integer,
+    p_score double precision, p_model text, p_share_milli integer, p_memory_mib integer,
+    p_gpu_memory_mib integer)
+RETURNS void LANGUAGE sql AS $$
+    INSERT INTO allocations (placement_id, node, gpu_uuid, gpu_index, score, namespace, model,
+                             share_milli, memory_mib, gpu_memory_mib)
+    VALUES (p_id, p_node, p_gpu, p_index, p_score, p_namespace, p_model, p_share_milli,
+            p_memory_mib, p_gpu_memory_mib)
+$$;
+
 -- A fractional placement: one share of one GPU. fairlane_place (0007) checks the job id
 -- and the port and writes the placement and its event; its own quota check is handed
 -- no GPUs (the share's is judged first, here, under the same quota row lock), and the
@@ -176,10 +189,8 @@ BEGIN
         p_priority, p_fallback, p_master, p_port, p_first, p_last, p_assignment, p_payload,
         '{}', '{}', '{}', '{}', '{}');
     IF outcome = 'created' THEN
-        INSERT INTO allocations (placement_id, node, gpu_uuid, gpu_index, score, namespace,
-                                 model, share_milli, memory_mib, gpu_memory_mib)
-        VALUES (p_id, p_node, p_gpu, p_index, p_score, p_namespace, p_model, p_share_milli,
-                p_memory_mib, p_gpu_memory_mib);
+        PERFORM fairlane_allocate_share(p_id, p_namespace, p_gpu, p_node, p_index, p_score,
+                                        p_model, p_share_milli, p_memory_mib, p_gpu_memory_mib);
     END IF;
 END $$;
 
@@ -203,9 +214,7 @@ BEGIN
         p_id, p_namespace, p_placed, p_lease, p_fallback, p_master, p_port, p_first, p_last,
         p_assignment, p_payload, '{}', '{}', '{}', '{}', '{}');
     IF outcome = 'created' THEN
-        INSERT INTO allocations (placement_id, node, gpu_uuid, gpu_index, score, namespace,
-                                 model, share_milli, memory_mib, gpu_memory_mib)
-        VALUES (p_id, p_node, p_gpu, p_index, p_score, p_namespace, p_model, p_share_milli,
-                p_memory_mib, p_gpu_memory_mib);
+        PERFORM fairlane_allocate_share(p_id, p_namespace, p_gpu, p_node, p_index, p_score,
+                                        p_model, p_share_milli, p_memory_mib, p_gpu_memory_mib);
     END IF;
 END $$;
