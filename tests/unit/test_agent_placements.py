@@ -11,11 +11,11 @@ from fairlane_sim.fleet import FleetSimulator, FleetSpec
 T0 = 1_700_000_000_000
 
 
-def event(kind: str, uuid: str) -> PlacementEvent:
+def event(kind: str, uuid: str, share: float | None = None) -> PlacementEvent:
     node = NodeAssignment(
         node="n",
         node_rank=0,
-        gpus=[GpuSlot(uuid=uuid, index=0)],
+        gpus=[GpuSlot(uuid=uuid, index=0, share=share)],
         cuda_visible_devices="0",
         master_addr="n",
         master_port=29500,
@@ -30,6 +30,7 @@ def event(kind: str, uuid: str) -> PlacementEvent:
         ts_ms=T0,
         nodes=[node],
         slow_gpus=slow if kind == "degraded" else None,
+        idle_since_ms=T0 if kind == "idle" else None,
     )
 
 
@@ -51,9 +52,18 @@ def busy_after(*kinds: str) -> bool:
         (("created", "failed"), False),
         (("created", "degraded"), True),  # says a GPU is slow; the job runs on
         (("created", "degraded", "released"), False),
+        (("created", "idle"), True),  # an idle warning releases nothing
     ],
 )
 def test_created_starts_a_job_and_released_expired_failed_end_it(
     kinds: tuple[str, ...], busy: bool
 ) -> None:
     assert busy_after(*kinds) is busy
+
+
+def test_a_fractional_placement_loads_its_gpu_by_its_share() -> None:
+    sim = FleetSimulator(FleetSpec(nodes=1, gpus_per_node=1, degraded_fraction=0))
+    uuid = sim.gpus["sim-node-0000"][0].uuid
+    apply_placement(sim, event("created", uuid, share=0.25))
+    util = sim.sample(T0 + 1000)[0].gpus[0].gpu_util_pct or 0
+    assert 23 <= util <= 25

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from fairlane_events.records import GpuSample
+from fairlane_sim.errors import ScenarioError
 from fairlane_sim.fleet import JOB_RAMP_S, FleetSimulator, FleetSpec
+from fairlane_sim.scenario import ScenarioEvent
 
 T0 = 1_700_000_000_000
 
@@ -69,3 +71,28 @@ def test_jobs_for_gpus_of_another_fleet_change_nothing() -> None:
     assert [a.sample(T0 + s * 1000) for s in range(3)] == [
         b.sample(T0 + s * 1000) for s in range(3)
     ]
+
+
+def test_fractional_jobs_load_their_gpu_in_proportion_to_their_shares_added_up() -> None:
+    sim, whole = fleet(), fleet()
+    uuid = sim.gpus["sim-node-0000"][0].uuid
+    for started in (sim, whole):
+        gpu_at(started, 0)  # the simulation's clock starts at its first sample
+    sim.start_job("quarter", [uuid], T0, share=0.25)
+    quarter = gpu_at(sim, JOB_RAMP_S)
+    assert 0.23 <= (quarter.sm_active or 0) <= 0.25
+    assert (quarter.mem_used_bytes or 0) <= 0.25 * (quarter.mem_total_bytes or 1)
+    sim.start_job("half", [uuid], T0 + int(JOB_RAMP_S * 1000), share=0.5)
+    both = gpu_at(sim, 2 * JOB_RAMP_S + 1)
+    assert 0.69 <= (both.sm_active or 0) <= 0.75  # three quarters of a whole job's load
+    whole.start_job("whole", [uuid], T0)
+    hotter = gpu_at(whole, 2 * JOB_RAMP_S + 1)
+    assert (quarter.temp_c or 0) < (both.temp_c or 0) < (hotter.temp_c or 0)
+    sim.end_job("quarter", T0 + int(2 * JOB_RAMP_S * 1000) + 2000)
+    sim.end_job("half", T0 + int(2 * JOB_RAMP_S * 1000) + 2000)
+    assert (gpu_at(sim, 2 * JOB_RAMP_S + 3).sm_active or 0) < 0.05
+
+
+def test_a_job_share_out_of_range_is_refused() -> None:
+    with pytest.raises(ScenarioError, match="job_share"):
+        ScenarioEvent("job", job_share=0.0)

@@ -119,7 +119,7 @@ class FleetSimulator:
         self._start_ms: int | None = None
         # Job starts and ends from another thread, applied at the next sample; the live
         # jobs' positions in self._touched, by job id.
-        self._job_changes: deque[tuple[str, frozenset[str] | None, int]] = deque()
+        self._job_changes: deque[tuple[str, frozenset[str] | None, int, float]] = deque()
         self._jobs: dict[str, int] = {}
         #: Each GPU's true speed at the last sample (0 = unusable), by uuid.
         self.true_speed: dict[str, float] = {}
@@ -172,22 +172,25 @@ class FleetSimulator:
             for uuid in self._by_uuid
         }
 
-    def start_job(self, job_id: str, uuids: Iterable[str], ts_ms: int) -> None:
-        """A job runs on ``uuids`` from ``ts_ms`` (GPUs of other fleets are ignored)."""
-        self._job_changes.append((job_id, frozenset(uuids), ts_ms))
+    def start_job(self, job_id: str, uuids: Iterable[str], ts_ms: int, share: float = 1.0) -> None:
+        """A job runs on ``uuids`` from ``ts_ms`` (GPUs of other fleets are ignored),
+        holding ``share`` of each (1: whole GPUs; less: a fractional job, whose load is
+        in proportion and adds up with its GPU's other tenants')."""
+        self._job_changes.append((job_id, frozenset(uuids), ts_ms, share))
 
     def end_job(self, job_id: str, ts_ms: int) -> None:
         """The job ended at ``ts_ms``; its GPUs cool down over :data:`JOB_RAMP_S`."""
-        self._job_changes.append((job_id, None, ts_ms))
+        self._job_changes.append((job_id, None, ts_ms, 1.0))
 
     def _apply_job_changes(self, elapsed_s: float) -> None:
         assert self._start_ms is not None
         while self._job_changes:
-            job_id, uuids, ts_ms = self._job_changes.popleft()
+            job_id, uuids, ts_ms, share = self._job_changes.popleft()
             at_s = max(0.0, (ts_ms - self._start_ms) / 1000)
             if uuids is not None and job_id not in self._jobs:
                 self._jobs[job_id] = len(self._touched)
-                self._touched.append((ScenarioEvent("job", start_s=at_s, ramp_s=JOB_RAMP_S), uuids))
+                job = ScenarioEvent("job", start_s=at_s, ramp_s=JOB_RAMP_S, job_share=share)
+                self._touched.append((job, uuids))
             elif uuids is None and job_id in self._jobs:
                 i = self._jobs.pop(job_id)
                 event, touched = self._touched[i]

@@ -93,6 +93,8 @@ class _State:
     load_heat: float = 0.0
     power_factor: float = 1.0
     share: float = 0.0
+    tenants: float = 0.0  # the shares of the fractional jobs running on it, summed
+    tenants_heat: float = 0.0
     ecc: int = 0
     rows_pending: bool = False
     broken: bool = False
@@ -119,6 +121,7 @@ def read_gpu(
     )
     for event, since in events:
         _apply(event, since, s, u)
+    _load_tenants(s, u)
     s.temp_c = max(
         s.temp_c,
         idle_temp + s.heat * (spec.slowdown_temp_c + 1 - idle_temp),
@@ -167,6 +170,18 @@ def read_gpu(
     return GpuReading(sample, speed)
 
 
+def _load_tenants(s: _State, u: Sequence[float]) -> None:
+    """Fractional jobs load the GPU in proportion to their shares, added up: two
+    tenants of a half each load it like one whole job."""
+    if not s.tenants and not s.tenants_heat:
+        return
+    load = min(1.0, s.tenants)
+    s.load_heat = max(s.load_heat, min(1.0, s.tenants_heat))
+    s.util = max(s.util, load * (92 + 8 * u[4]))
+    s.mem_fraction = max(s.mem_fraction, load * (0.6 + 0.3 * u[5]))
+    s.power_fraction = max(s.power_fraction, load * (0.7 + 0.25 * u[6]))
+
+
 def _thermal_floor(events: list[tuple[ScenarioEvent, float]]) -> float:
     """The lowest clock factor among the thermal episodes touching the GPU."""
     return min((e.clock_factor for e, _ in events if e.kind == "thermal"), default=1.0)
@@ -175,6 +190,10 @@ def _thermal_floor(events: list[tuple[ScenarioEvent, float]]) -> float:
 def _apply(event: ScenarioEvent, since: float, s: _State, u: Sequence[float]) -> None:
     if event.kind == "thermal":
         s.heat = max(s.heat, thermal_heat(event, since))
+    elif event.kind == "job" and event.job_share < 1:
+        s.tenants_heat += event.job_share * thermal_heat(event, since)
+        if _is_on(event, since):
+            s.busy, s.tenants = True, s.tenants + event.job_share
     elif event.kind == "job":
         s.load_heat = max(s.load_heat, thermal_heat(event, since))  # warms, holds, cools
         if _is_on(event, since):

@@ -58,6 +58,7 @@ class ScenarioEvent:
     ramp_s: float = 60.0  # thermal, job: heating (and cooling) time
     limit_fraction: float = 0.6  # power_cap: enforced limit, x default limit
     share: float = 0.5  # noisy_neighbour: fraction of the GPU the other tenant takes
+    job_share: float = 1.0  # job: the share of the GPU it holds (1: whole; issue 29)
     probability: float = 0.02  # spike: chance per GPU per sample
     errors: int = 1  # ecc: new uncorrected errors at start_s
 
@@ -72,6 +73,7 @@ class ScenarioEvent:
             "ramp_s": self.ramp_s >= 0,
             "limit_fraction": 0 < self.limit_fraction <= 1,
             "share": 0 < self.share < 1,
+            "job_share": 0 < self.job_share <= 1,
             "probability": 0 <= self.probability <= 1,
             "errors": self.errors >= 1,
         }

@@ -28,10 +28,12 @@ _ENDS = frozenset({"released", "expired", "failed"})
 
 
 def apply_placement(fleet: FleetSimulator, event: PlacementEvent) -> None:
-    """Start the job on its GPUs when placed; end it when released, expired or failed."""
+    """Start the job on its GPUs when placed (a fractional one loads its GPU in
+    proportion to its share); end it when released, expired or failed."""
     if event.event == "created":
-        uuids = [gpu.uuid for node in event.nodes for gpu in node.gpus]
-        fleet.start_job(event.placement_id, uuids, event.ts_ms)
+        slots = [gpu for node in event.nodes for gpu in node.gpus]
+        share = min((1.0 if gpu.share is None else gpu.share for gpu in slots), default=1.0)
+        fleet.start_job(event.placement_id, [gpu.uuid for gpu in slots], event.ts_ms, share)
     elif event.event in _ENDS:
         fleet.end_job(event.placement_id, event.ts_ms)
 
