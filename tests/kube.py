@@ -169,9 +169,12 @@ class Kube:
         )
 
     def pod(
-        self, name: str, gpus: int = 0, namespace: str = "default", **extra: Any
+        self, name: str, gpus: int = 0, namespace: str = "default", share: int = 0, **extra: Any
     ) -> dict[str, Any]:
+        """A pod asking for ``gpus`` whole GPUs or ``share`` thousandths of one."""
         limits = {"nvidia.com/gpu": str(gpus)} if gpus else {}
+        if share:
+            limits["fairlane.dev/gpu-share"] = str(share)
         container = {
             "name": "main",
             "image": "registry.invalid/train:1",

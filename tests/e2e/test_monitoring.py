@@ -152,3 +152,57 @@ def test_every_rule_and_panel_returns_data_on_a_real_prometheus(
         up = {r["metric"]["job"]: r["value"][1] for r in query(prom, "up")}
     assert up == {"fairlane-scheduler": "1", "fairlane-scorer": "1", "fairlane-agent": "1"}
     assert not empty, f"no data for: {json.dumps(empty, indent=2)}"
+
+
+def test_the_idle_holdings_alert_fires_only_after_its_window(tmp_path: Path) -> None:
+    """The shipped rules under promtool's rule tests: two replicas both report the one
+    idle placement Postgres records (max, not sum), and the alert fires only once it has
+    lasted 15 minutes."""
+    shutil.copy(MONITORING / "rules.yml", tmp_path / "rules.yml")
+    (alert,) = [r for r in rules() if r.get("alert") == "FairlaneIdleHoldings"]
+    annotations = {k: v.replace("{{ $value }}", "1") for k, v in alert["annotations"].items()}
+    cases = {
+        "rule_files": ["rules.yml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {
+                        "series": 'fairlane_scheduler_idle_placements{instance="a"}',
+                        "values": "0 1x30",
+                    },
+                    {
+                        "series": 'fairlane_scheduler_idle_placements{instance="b"}',
+                        "values": "0 1x30",
+                    },
+                ],
+                "promql_expr_test": [
+                    {
+                        "expr": "fairlane:idle_placements:max",
+                        "eval_time": "5m",
+                        "exp_samples": [{"labels": "fairlane:idle_placements:max", "value": 1}],
+                    }
+                ],
+                "alert_rule_test": [
+                    {"eval_time": "10m", "alertname": "FairlaneIdleHoldings", "exp_alerts": []},
+                    {
+                        "eval_time": "17m",
+                        "alertname": "FairlaneIdleHoldings",
+                        "exp_alerts": [
+                            {"exp_labels": {"severity": "info"}, "exp_annotations": annotations}
+                        ],
+                    },
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "idle_test.yml"
+    path.write_text(yaml.safe_dump(cases))
+    checked = subprocess.run(
+        [debian_tool("promtool"), "test", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -12,11 +12,17 @@ gets its reason in ``Error``, as the protocol expects, rather than an HTTP error
 
 ``/bind`` binds the pod through the Kubernetes API (kube-scheduler's ``bindVerb``) and
 counts its GPUs on the node at once, before the next pod's filter can offer them again.
+
+A pod asking for a share of one GPU (``fairlane.dev/gpu-share``) is judged by the share
+rule (core/extender_shares.py) on the room the placements' ledger and the pods in flight
+leave; its bind records the share as a placement in Postgres on the chosen node (the
+database's per-GPU sums arbitrate), then binds the pod with the share's annotations
+(kube/share_placements.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,9 +35,20 @@ from fairlane_scheduler.api.deps import Runtime
 from fairlane_scheduler.api.errors import error_responses
 from fairlane_scheduler.clock import now_ms
 from fairlane_scheduler.core.extender import GangAsk, Verdicts, judge_nodes
+from fairlane_scheduler.core.extender_shares import judge_share_nodes, placed_shares
 from fairlane_scheduler.core.node_summary import NodeSummaries
-from fairlane_scheduler.core.pod import PodError, pod_gang, pod_shape
+from fairlane_scheduler.core.pod import (
+    PodError,
+    PodRef,
+    PodShare,
+    pod_gang,
+    pod_shape,
+    pod_share,
+)
 from fairlane_scheduler.core.pod_ledger import PodGpus, PodLedger
+from fairlane_scheduler.core.pod_shares import ShareFlights, add_uses
+from fairlane_scheduler.errors import SchedulerError
+from fairlane_scheduler.kube.share_placements import pod_share_request, share_annotations
 
 __all__ = ["Binder", "ExtenderState", "router"]
 
@@ -39,8 +56,8 @@ router = APIRouter(prefix="/v1/extender", tags=["kube-scheduler extender"])
 
 _REUSE_MS = 1000  # how long a filter's answer may rank the same pod
 
-#: (namespace, pod name, pod uid, node) -> None once the Binding is created.
-Binder = Callable[[str, str, str, str], Awaitable[None]]
+#: (pod, node, annotations for the pod) -> None once the Binding is created.
+Binder = Callable[[PodRef, str, Mapping[str, str]], Awaitable[None]]
 
 
 @dataclass
@@ -48,6 +65,7 @@ class ExtenderState:
     """What the extender remembers between calls (on ``app.state.extender``)."""
 
     ledger: PodLedger = field(default_factory=PodLedger)
+    flights: ShareFlights = field(default_factory=ShareFlights)  # fractional pods passed
     summaries: NodeSummaries = field(default_factory=NodeSummaries)
     binder: Binder | None = None  # set when the Kubernetes API is configured
     #: The last filter's answer (pod uid, when, verdicts): kube-scheduler's prioritize
@@ -128,18 +146,48 @@ def _uid(pod: dict[str, Any]) -> str:
     return str(metadata.get("uid") or f"{metadata.get('namespace')}/{metadata.get('name')}")
 
 
+@dataclass(frozen=True)
+class _Judged:
+    """Each node's verdict and what the pod asks; for a share, the GPU (uuid, MiB) the
+    rule chose on each node that passed."""
+
+    verdicts: Verdicts
+    ask: PodGpus | PodShare
+    gpus: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+
+
 def _judge(
     request: Request, pod: dict[str, Any], names: list[str], *, explain: bool = True
-) -> tuple[Verdicts, PodGpus] | None:
+) -> _Judged | None:
     """Each node's verdict, or ``None`` for a pod that asks for no GPU (no opinion)."""
-    shape = pod_shape(pod)
-    if shape is None:
+    share, shape = pod_share(pod), pod_shape(pod)
+    if share is None and shape is None:
         return None
     runtime: Runtime = request.app.state.runtime
     state: ExtenderState = request.app.state.extender
     fleet, ledger, now = runtime.fleet, state.ledger, now_ms()
-    uid, gang = _uid(pod), pod_gang(pod)
-    held = ledger.held(fleet.node_id, len(fleet.nodes), now, exclude=uid)
+    uid, width = _uid(pod), len(fleet.nodes)
+    held = ledger.held(fleet.node_id, width, now, exclude=uid)
+    placements = runtime.service.ledger
+    flying = state.flights.use(now, exclude=uid)
+    if share is not None:
+        judged = judge_share_nodes(
+            fleet,
+            state.summaries,
+            pod=share,
+            policy=runtime.policy,
+            use=add_uses(placed_shares(placements), flying),
+            whole_pods=held,
+            now_ms=now,
+            node_names=names,
+            mix=runtime.service.demand.mix(),
+        )
+        return _Judged(judged.verdicts, share, judged.gpus)
+    assert shape is not None
+    held = held + state.flights.unshared_per_node(
+        flying, placements.shared_gpus, lambda gpu: _node_of(runtime, gpu), width
+    )
+    gang = pod_gang(pod)
     ask = None
     if gang is not None:
         ask = GangAsk(gang[0], max(gang[1] - ledger.gang_members(gang[0], uid), 1))
@@ -154,7 +202,13 @@ def _judge(
         gang=ask,
         explain=explain,
     )
-    return verdicts, PodGpus(shape.gpus_per_node, None if gang is None else gang[0])
+    return _Judged(verdicts, PodGpus(shape.gpus_per_node, None if gang is None else gang[0]))
+
+
+def _node_of(runtime: Runtime, gpu: str) -> int | None:
+    """The fleet node id of a GPU (None: not in the fleet)."""
+    rows = runtime.fleet.rows_of([gpu])
+    return int(runtime.fleet.node[rows[0]]) if len(rows) else None
 
 
 _INVALID: dict[int | str, dict[str, Any]] = {
@@ -189,13 +243,17 @@ async def extender_filter(request: Request) -> Response:
     if judged is None:
         result |= {"FailedNodes": {}, "FailedAndUnresolvableNodes": {}}
         return _json(result | ({"Nodes": nodes} if nodes is not None else {"NodeNames": names}))
-    verdicts, gpus = judged
+    verdicts = judged.verdicts
     passed = verdicts.passed()
     state: ExtenderState = request.app.state.extender
     state.last = (_uid(pod), now_ms(), verdicts)
     if passed:
-        ids = verdicts.node_ids[verdicts.fits]
-        state.ledger.approve(_uid(pod), gpus, ids, now_ms())
+        if isinstance(judged.ask, PodShare):
+            chosen = dict(judged.gpus[node] for node in passed)
+            state.flights.approve(_uid(pod), judged.ask, chosen, now_ms())
+        else:
+            ids = verdicts.node_ids[verdicts.fits]
+            state.ledger.approve(_uid(pod), judged.ask, ids, now_ms())
     result["FailedNodes"] = verdicts.failed()
     result["FailedAndUnresolvableNodes"] = verdicts.unresolvable_nodes()
     if nodes is None:
@@ -226,7 +284,7 @@ async def extender_prioritize(request: Request) -> Response:
         judged = _judge(request, pod, names, explain=False)
     except PodError:
         judged = None
-    scores = [0] * len(names) if judged is None else judged[0].priorities()
+    scores = [0] * len(names) if judged is None else judged.verdicts.priorities()
     return _json([{"Host": n, "Score": s} for n, s in zip(names, scores, strict=True)])
 
 
@@ -243,14 +301,39 @@ async def extender_bind(request: Request) -> Response:
         if not isinstance(value, str) or not value:
             raise _invalid(key, "must be a non-empty string")
     namespace, name, uid, node = (str(v) for v in fields)
+    target = PodRef(namespace, name, uid)
     state: ExtenderState = request.app.state.extender
     if state.binder is None:
         return _json({"Error": "Fairlane has no Kubernetes API configured (FAIRLANE_KUBE_API_URL)"})
+    if (share := state.flights.flying(uid)) is not None:
+        return _json({"Error": await _bind_share(request, target, node, share)})
     pod = state.ledger.flying(uid)
     try:
-        await state.binder(namespace, name, uid, node)
+        await state.binder(target, node, {})
     except Exception as exc:  # noqa: BLE001 - reported to kube-scheduler, which retries
         return _json({"Error": f"binding {namespace}/{name} to {node}: {exc}"})
     if pod is not None:
         state.ledger.bind(uid, node, pod)
     return _json({"Error": ""})
+
+
+async def _bind_share(request: Request, pod: PodRef, node: str, share: PodShare) -> str:
+    """Record the pod's share on ``node`` in Postgres, then bind the pod with its
+    annotations; the error for kube-scheduler ("" when bound). A share that was
+    recorded is released again if the pod cannot be bound."""
+    runtime: Runtime = request.app.state.runtime
+    state: ExtenderState = request.app.state.extender
+    assert state.binder is not None
+    named = f"{pod.namespace}/{pod.name}"
+    try:
+        placement, _ = await runtime.service.place(pod_share_request(pod, share, node))
+    except SchedulerError as exc:  # no room any more (another replica's), quota, outage
+        return f"recording the GPU share of {named} on {node}: {exc}"
+    finally:
+        state.flights.land(pod.uid)  # the ledger counts the placement from here
+    try:
+        await state.binder(pod, node, share_annotations(placement))
+    except Exception as exc:  # noqa: BLE001 - reported to kube-scheduler, which retries
+        await runtime.service.release(placement.id)
+        return f"binding {named} to {node}: {exc}"
+    return ""

@@ -42,7 +42,7 @@ from fairlane_scheduler.core.node_summary import (
 from fairlane_scheduler.core.placement import JobShape, PlacementPolicy
 from fairlane_scheduler.core.verdicts import MAX_PRIORITY, Verdicts
 
-__all__ = ["MAX_PRIORITY", "GangAsk", "Verdicts", "judge_nodes"]
+__all__ = ["MAX_PRIORITY", "GangAsk", "Verdicts", "gpu_states", "judge_nodes"]
 
 _GIB = 1024**3
 
@@ -53,7 +53,7 @@ class GangAsk:
     pods: int  # members still to place, this one included
 
 
-def _gpu_states(
+def gpu_states(
     fleet: FleetView,
     summaries: NodeSummaries,
     policy: PlacementPolicy,
@@ -61,11 +61,14 @@ def _gpu_states(
     node_ids: npt.NDArray[np.intp],
     *,
     now_ms: int,
+    holds: bool = True,
 ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.intp]]:
     """The first reason of every GPU of these (known) nodes for this pod, STATIC for one
-    of a model or size it does not accept; and their fleet rows (-1 padding)."""
+    of a model or size it does not accept (``holds`` False: placements' holds left out);
+    and their fleet rows (-1 padding)."""
     rows = summaries.rows[node_ids]
-    state, _ = row_states(fleet, policy, rows, summaries.cordoned[node_ids], now_ms)
+    cordoned = summaries.cordoned[node_ids]
+    state, _ = row_states(fleet, policy, rows, cordoned, now_ms, holds=holds)
     safe = np.where(rows >= 0, rows, 0)
     ok = np.ones(rows.shape, dtype=bool)
     if shape.models is not None:
@@ -123,7 +126,7 @@ def judge_nodes(
             tally[n] = no_tally(len(n))
             tally[n, STATIC], usable[n] = usable[n], 0
         if len(m := np.flatnonzero(mixed)):
-            state, rows = _gpu_states(fleet, summaries, policy, shape, at[m], now_ms=now_ms)
+            state, rows = gpu_states(fleet, summaries, policy, shape, at[m], now_ms=now_ms)
             tally[m] = state_tally(fleet, state, rows)
             usable[m] = tally[m, :STATIC].sum(axis=1)
             safe = np.where(rows >= 0, rows, 0)

@@ -50,6 +50,9 @@ class PlacementRequest:
     #: With ``gpu_share``: the GPU memory the share may use; None: the share of the
     #: chosen GPU's memory.
     gpu_memory_mib: int | None = None
+    #: A share on this node only (the Kubernetes extender's bind: kube-scheduler chose
+    #: the node); None: any node.
+    on_node: str | None = None
 
     @property
     def is_fractional(self) -> bool:

@@ -17,13 +17,16 @@ from fairlane_events.topics import PLACEMENTS
 from fairlane_scheduler.api.deps import SchedulerMetrics
 from fairlane_scheduler.api.extender import ExtenderState
 from fairlane_scheduler.clock import now_ms
+from fairlane_scheduler.core.extender_shares import placed_shares, shared_free_per_node
 from fairlane_scheduler.core.fleet import FleetView
+from fairlane_scheduler.core.ledger import Ledger
 from fairlane_scheduler.core.node_summary import NodeSummaries
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.kube.client import KubeClient, KubeConfig
 from fairlane_scheduler.kube.device_taints import TaintController
 from fairlane_scheduler.kube.node_eligibility import EligibilityAnnotator
 from fairlane_scheduler.kube.pods import PodWatch, bind_pod
+from fairlane_scheduler.kube.share_placements import release_orphans, release_shares
 from fairlane_scheduler.settings import SchedulerSettings
 
 __all__ = ["kube_config", "kube_edges", "with_kube_edges"]
@@ -55,6 +58,10 @@ def kube_config(settings: SchedulerSettings) -> KubeConfig | None:
     return KubeConfig(settings.kube_api_url, settings.kube_token_file, settings.kube_ca_file)
 
 
+def _shared_free(fleet: FleetView, ledger: Ledger) -> dict[str, int]:
+    return shared_free_per_node(fleet, placed_shares(ledger))
+
+
 def _catch_up(summaries: NodeSummaries, fleet: FleetView, policy: PlacementPolicy) -> None:
     summaries.refresh(fleet, policy, now_ms())
 
@@ -79,7 +86,15 @@ async def kube_edges(
         yield state
         return
     client = KubeClient(config)
-    watch = PodWatch(client, state.ledger, metrics.outage("pod watch", "kubernetes"))
+    watch = PodWatch(
+        client,
+        state.ledger,
+        metrics.outage("pod watch", "kubernetes"),
+        flights=state.flights,
+        release_shares=partial(release_shares, runtime.service),
+        release_orphans=partial(release_orphans, runtime.service),
+        clock_ms=now_ms,
+    )
     await watch.start()
     state.binder = partial(bind_pod, client)
     eligibility = EligibilityAnnotator(
@@ -88,6 +103,7 @@ async def kube_edges(
         summaries=state.summaries,
         ledger=state.ledger,
         policy=runtime.policy,
+        shared_free=partial(_shared_free, runtime.fleet, runtime.service.ledger),
         clock_ms=now_ms,
         outage=metrics.outage("node eligibility annotations", "kubernetes"),
     )

@@ -1,0 +1,96 @@
+"""Fractional GPUs through a real kube-scheduler (v1.37, deploy/'s KubeSchedulerConfiguration
+with ``fairlane.dev/gpu-share`` managed and ignored by the scheduler): pods asking for a
+share of one GPU are packed onto one GPU by Fairlane's extender, each recorded as a
+placement in Postgres at bind and bound with its share's annotations; the GPU is never
+over-committed, a whole-GPU pod never lands on it, and a share that ends is taken again.
+
+The fleet: one node with 2 healthy H100s (node 0); a second Node has no Fairlane scores.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.kube import Kube, wait_for
+from tests.kube_stack import FairlaneStack, stack_fixture
+
+SCENARIO = """
+name = "k8s: GPUs shared by fractional pods"
+
+[fleet]
+nodes = 1
+gpus_per_node = 2
+models = ["H100"]
+degraded_fraction = 0.0
+"""
+
+fairlane = stack_fixture("k8s-share", SCENARIO)
+H100_MIB = 80 * 1024
+
+
+@pytest.fixture(scope="module")
+def stack(fairlane: FairlaneStack) -> FairlaneStack:
+    for n in range(2):
+        fairlane.kube.gpu_node(fairlane.node(n), 2)
+    wait_for("node 0's 2 free GPUs", lambda: fairlane.gpu_states(0).get("free") == 2, 120)
+    return fairlane
+
+
+def pod_annotations(kube: Kube, name: str) -> dict[str, str]:
+    return dict(kube.get_pod(name)["metadata"].get("annotations") or {})
+
+
+def slot(stack: FairlaneStack, pod: dict[str, str]) -> Any:
+    placement = stack.api(f"/v1/placements/{pod['fairlane.dev/placement-id']}")
+    assert placement["state"] == "placed", placement
+    (node,) = placement["nodes"]
+    (gpu,) = node["gpus"]
+    return gpu
+
+
+def test_shares_fill_one_gpu_never_past_it_and_whole_pods_stay_off_it(
+    stack: FairlaneStack,
+) -> None:
+    kube, shares = stack.kube, [f"share-{i}" for i in range(3)]
+    for name in shares:
+        kube.pod(name, share=300)
+    wait_for("three shares bound", lambda: all(kube.node_of(n) for n in shares))
+    assert {kube.node_of(n) for n in shares} == {stack.node(0)}
+    notes = {name: pod_annotations(kube, name) for name in shares}
+    (shared,) = {note["fairlane.dev/gpu-uuid"] for note in notes.values()}  # packed: one GPU
+    for note in notes.values():
+        assert note["fairlane.dev/CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "30", note
+        assert note["fairlane.dev/FAIRLANE_GPU_MEMORY_MIB"] == str(H100_MIB * 3 // 10), note
+        gpu = slot(stack, note)
+        assert (gpu["uuid"], gpu["share"], gpu["memory_mib"]) == (shared, 0.3, H100_MIB * 3 // 10)
+
+    kube.pod("whole-0", gpus=1)  # the other GPU, which no share holds
+    assert wait_for("whole-0 bound", lambda: kube.node_of("whole-0")) == stack.node(0)
+    kube.pod("share-3", share=300)  # 100/1000 left on the shared GPU, the other is whole-0's
+    message = wait_for("share-3 refused", lambda: kube.unschedulable("share-3"))
+    gpus = stack.api(f"/v1/nodes/{stack.node(0)}")
+    assert "no GPU with 300/1000 free (most free on one GPU: 100/1000" in message, (message, gpus)
+    assert "no GPU scores from Fairlane" in message, message  # node 1
+    kube.pod("whole-1", gpus=1)  # the shared GPU is no whole GPU
+    message = wait_for("whole-1 refused", lambda: kube.unschedulable("whole-1"))
+    assert "0 of 1 GPUs free to take (1 placed by Fairlane, 1 held by Kubernetes pods)" in message
+
+    # A share that ends is released, and its room taken by the pod that waited.
+    first = notes["share-0"]["fairlane.dev/placement-id"]
+    kube.delete_pod("share-0")
+    released = lambda: stack.api(f"/v1/placements/{first}")["state"] == "released"  # noqa: E731
+    wait_for("share-0's placement released", released, 30)
+    assert wait_for("share-3 bound", lambda: kube.node_of("share-3"), 60) == stack.node(0)
+    assert pod_annotations(kube, "share-3")["fairlane.dev/gpu-uuid"] == shared
+    assert kube.node_of("whole-1") is None
+    waiting = [*shares[1:], "share-3", "whole-0", "whole-1"]
+    ids = [pod_annotations(kube, n)["fairlane.dev/placement-id"] for n in waiting[:3]]
+    for name in waiting:
+        kube.delete_pod(name)
+
+    def all_released() -> bool:
+        return all(stack.api(f"/v1/placements/{i}")["state"] == "released" for i in ids)
+
+    wait_for("every share released with its pod", all_released, 30)
