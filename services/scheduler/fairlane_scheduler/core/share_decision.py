@@ -113,9 +113,6 @@ def decide_share(
     if request.on_node is not None:  # the Kubernetes extender's bind: its node only
         node_id = fleet.node_id(request.on_node)
         rows = rows[fleet.node[rows] == (-1 if node_id is None else node_id)]
-    if request.on_node is not None:  # the Kubernetes extender's bind: its node only
-        node_id = fleet.node_id(request.on_node)
-        rows = rows[fleet.node[rows] == (-1 if node_id is None else node_id)]
     memory = gpu_memory_mib(fleet, rows)
     rows, memory = rows[memory > 0], memory[memory > 0]
     table = _rooms(fleet, ledger, rows=rows, memory=memory, whole=whole[rows], shape=shape)
