@@ -6,6 +6,7 @@ fairlane-eval run ... --cluster T4:16x4,A100-40GB:2x8 --json   # nodes of two si
 fairlane-eval report [--quick] [--out docs]        # what `make eval` runs
 fairlane-eval straggler [--out docs]               # the PAI straggler check's chart
 fairlane-eval live ...                             # the live-stack comparison
+fairlane-eval sharing --seeds 5 [--trace gpushare100] [--cpu]  # fractional packing
 
 Input that cannot be used (a bad CSV row, an unknown option, a cluster that cannot
 take a job) is one line on stderr, ``fairlane-eval: FILE:LINE: what is wrong``, and exit
@@ -28,6 +29,7 @@ from fairlane_eval.errors import (
 )
 from fairlane_eval.report import ReportPlan, write_report
 from fairlane_eval.run_command import add_run_parser, run_command
+from fairlane_eval.sharing_command import add_sharing_parser, sharing_command
 
 __all__ = ["main"]
 
@@ -76,11 +78,14 @@ def _parser() -> _Parser:
     straggler = sub.add_parser("straggler", help="the straggler model against PAI's data")
     straggler.add_argument("--out", type=Path, default=Path("docs"))
     sub.add_parser("live", help="the live-stack comparison (see docs/evaluation-live.md)")
+    add_sharing_parser(sub)
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
     try:
+        if args.command == "sharing":
+            return sharing_command(args, sys.stdout, _say)
         return run_command(args, sys.stdout, _warn)
     except INPUT_ERRORS as exc:
         _say(_describe(exc))
@@ -97,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     except OptionError as exc:
         _say(str(exc))
         return USAGE_STATUS
-    if args.command == "run":
+    if args.command in {"run", "sharing"}:
         return _run(args)
     if args.command == "report":
         command = "fairlane-eval report" + (" --quick" if args.quick else "")

@@ -42,13 +42,13 @@ from fairlane_eval.run_output import RunResults, results_json, results_table
 from fairlane_eval.runner import Trial, run_trials
 from fairlane_scoring.config import ScoreConfig
 
-__all__ = ["add_run_parser", "run_command"]
+__all__ = ["add_run_parser", "positive_int", "run_command"]
 
 _DEFAULT_GPUS_PER_NODE = 8
 _DEFAULT_BASELINE = "static"
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -59,7 +59,7 @@ def _positive_int(text: str) -> int:
 
 
 def _node_size(text: str) -> int:
-    value = _positive_int(text)
+    value = positive_int(text)
     if value > MAX_GPUS_PER_NODE:
         raise argparse.ArgumentTypeError(f"must be 1..{MAX_GPUS_PER_NODE}, got {value}")
     return value
@@ -114,7 +114,7 @@ def add_run_parser(sub: argparse._SubParsersAction[Any]) -> None:
         help="GPUs a node of a --cluster entry without xGPUS has (default 8), and the node "
         "size a shipped trace splits its gangs by (default: the cluster's smallest node)",
     )
-    run.add_argument("--max-jobs", type=_positive_int, help="only the first N jobs")
+    run.add_argument("--max-jobs", type=positive_int, help="only the first N jobs")
     run.add_argument(
         "--policies",
         default=",".join(p.name for p in POLICIES),
@@ -126,14 +126,14 @@ def add_run_parser(sub: argparse._SubParsersAction[Any]) -> None:
         action="store_true",
         help="GPUs also get PAL Longhorn per-job-class speeds (docs/evaluation.md, issue 27)",
     )
-    run.add_argument("--seeds", type=_positive_int, default=3, help="seeds 0..N-1 (default 3)")
+    run.add_argument("--seeds", type=positive_int, default=3, help="seeds 0..N-1 (default 3)")
     run.add_argument("--rate", type=_non_negative, default=1.0, help="fail-slow rate x default")
     run.add_argument("--interval-s", type=_positive, default=60.0, help="sampling interval")
     run.add_argument("--threshold", type=_share, default=0.65)
     run.add_argument("--recent-weight", type=_share, default=0.70)
     run.add_argument("--history-s", type=_positive, default=600.0)
     run.add_argument("--stabilization-s", type=_non_negative, default=120.0)
-    run.add_argument("--workers", type=_positive_int, help="parallel processes (default: CPUs)")
+    run.add_argument("--workers", type=positive_int, help="parallel processes (default: CPUs)")
     run.add_argument(
         "--baseline", help=f"the policy changes are paired against (default {_DEFAULT_BASELINE})"
     )

@@ -18,7 +18,7 @@ from fairlane_eval.core.cluster_spec import ClusterSpec
 from fairlane_eval.core.experiment import Interval, paired_change
 from fairlane_eval.core.metrics import METRICS, Summary
 
-__all__ = ["TABLE_METRICS", "RunResults", "results_json", "results_table"]
+__all__ = ["TABLE_METRICS", "RunResults", "interval_json", "results_json", "results_table"]
 
 #: The table's columns after the policy and finished/total, in order.
 TABLE_METRICS = (
@@ -132,7 +132,7 @@ def _number(value: float | int | str) -> float | int | str | None:
     return value
 
 
-def _interval(interval: Interval) -> dict[str, object]:
+def interval_json(interval: Interval) -> dict[str, object]:
     return {
         "mean": _number(interval.mean),
         "low": _number(interval.low),
@@ -153,7 +153,7 @@ def results_json(results: RunResults) -> str:
             {
                 "policy": name,
                 "mean": {m: _number(_mean(runs, m)) for m in ("finished", *metrics)},
-                "change": {m: _interval(c) for m, c in changes.items() if c is not None},
+                "change": {m: interval_json(c) for m, c in changes.items() if c is not None},
                 "seeds": {
                     str(seed): {k: _number(v) for k, v in summary.as_dict().items()}
                     for seed, summary in sorted(runs.items())

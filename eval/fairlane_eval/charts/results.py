@@ -16,10 +16,16 @@ from matplotlib.figure import Figure
 from fairlane_eval.core.experiment import Interval
 from fairlane_eval.core.timeline import Timeline
 
-__all__ = ["plot_gain_vs_rate", "plot_jct_cdf", "plot_sensitivity", "plot_timeline"]
+__all__ = [
+    "plot_gain_vs_rate",
+    "plot_jct_cdf",
+    "plot_sensitivity",
+    "plot_timeline",
+    "save_figure",
+]
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def save_figure(fig: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -38,7 +44,7 @@ def plot_jct_cdf(jcts: Mapping[str, Sequence[float]], title: str, path: Path) ->
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_gain_vs_rate(
@@ -59,7 +65,7 @@ def plot_gain_vs_rate(
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_sensitivity(
@@ -83,7 +89,7 @@ def plot_sensitivity(
     ax.set_ylabel(labels[0])
     ax.set_title(title, fontsize=10)
     fig.colorbar(image, ax=ax, label="mean JCT vs static (%)")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_timeline(timeline: Timeline, threshold: float, path: Path) -> Path:
@@ -103,4 +109,4 @@ def plot_timeline(timeline: Timeline, threshold: float, path: Path) -> Path:
     ax.set_title(timeline.title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    return _save(fig, path)
+    return save_figure(fig, path)

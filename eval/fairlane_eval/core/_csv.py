@@ -8,12 +8,14 @@ reads as it is. A malformed cell raises the caller's error class with the place 
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from importlib import resources
 
-__all__ = ["Row", "format_number", "rows", "write_rows"]
+__all__ = ["Row", "format_number", "rows", "shipped_text", "write_rows"]
 
 
 @dataclass(frozen=True)
@@ -94,3 +96,11 @@ def write_rows(header: tuple[str, ...], records: Iterator[tuple[object, ...]]) -
     for record in records:
         writer.writerow(format_number(v) if isinstance(v, float) else v for v in record)
     return out.getvalue()
+
+
+def shipped_text(*parts: str) -> str:
+    """A file the package ships under ``fairlane_eval/data/`` as text (gunzipped if .gz)."""
+    resource = resources.files("fairlane_eval").joinpath("data", *parts)
+    if parts[-1].endswith(".gz"):
+        return gzip.decompress(resource.read_bytes()).decode()
+    return resource.read_text()

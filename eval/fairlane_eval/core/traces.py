@@ -12,14 +12,12 @@ Pure: text in, frozen values out; randomness is a seeded generator passed in.
 from __future__ import annotations
 
 import functools
-import gzip
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from importlib import resources
 
 import numpy as np
 
-from fairlane_eval.core._csv import Row, rows
+from fairlane_eval.core._csv import Row, rows, shipped_text
 from fairlane_eval.core.throughputs import ThroughputTable, nearest_scale_factor
 from fairlane_eval.core.workload import (
     Job,
@@ -248,16 +246,9 @@ def pollux_workload_jobs(
     return by_arrival(jobs)
 
 
-def _data_text(*parts: str) -> str:
-    resource = resources.files("fairlane_eval").joinpath("data", *parts)
-    if parts[-1].endswith(".gz"):
-        return gzip.decompress(resource.read_bytes()).decode()
-    return resource.read_text()
-
-
 @functools.cache
 def _shipped_pollux_durations() -> Mapping[PolluxConfig, float]:
-    return read_pollux_durations(_data_text("pollux", "durations.csv"), source="durations.csv")
+    return read_pollux_durations(shipped_text("pollux", "durations.csv"), source="durations.csv")
 
 
 def shipped_traces() -> tuple[str, ...]:
@@ -280,7 +271,7 @@ def load_shipped_trace(
     if name not in shipped_traces():
         raise WorkloadError(f"unknown trace {name!r}; shipped: {', '.join(shipped_traces())}")
     if name == "philly-10k":
-        text, rng = _data_text("pollux", "philly.csv.gz"), np.random.default_rng(seed)
+        text, rng = shipped_text("pollux", "philly.csv.gz"), np.random.default_rng(seed)
         return philly_jobs(
             text,
             throughputs,
@@ -292,12 +283,12 @@ def load_shipped_trace(
         )
     if name.startswith("pollux-workload-"):
         file = f"workload-{name.rsplit('-', 1)[1]}.csv"
-        text = _data_text("pollux", file)
+        text = shipped_text("pollux", file)
         return pollux_workload_jobs(text, throughputs, gpus_per_node=gpus_per_node, source=file)
     multi = name == "gavel-multi"
     jobs = []
     for vc in GAVEL_VCS if multi else (name.removeprefix("gavel-"),):
-        text = _data_text("gavel_traces", f"{vc}.trace.gz")
+        text = shipped_text("gavel_traces", f"{vc}.trace.gz")
         trace = gavel_trace_jobs(text, vc, gpus_per_node=gpus_per_node, source=f"{vc}.trace")
         jobs += [j for j in trace if not multi or j.arrival_s < GAVEL_MULTI_WINDOW_S]
     return by_arrival(jobs)
