@@ -49,7 +49,7 @@ def placement(pid: str, namespace: str, uuid: str) -> Placement:
 PLACEMENTS = [placement("p1", "team-a", "GPU-a-0"), placement("p2", "team-b", "GPU-a-1")]
 
 
-def make_feed(fleet: FleetView) -> DashboardFeed:
+def make_feed(fleet: FleetView, idle: frozenset[str] = frozenset()) -> DashboardFeed:
     async def lists() -> tuple[Sequence[Placement], Sequence[Placement]]:
         return PLACEMENTS, []
 
@@ -62,6 +62,7 @@ def make_feed(fleet: FleetView) -> DashboardFeed:
         counters=lambda: {"rejected": 0},
         clock_ms=lambda: NOW,
         outage=OutageLog(logging.getLogger("test"), "dashboard", failures),
+        idle=lambda: idle,
     )
 
 
@@ -187,3 +188,12 @@ async def test_events_send_the_fleet_then_only_what_changed(fleet: FleetView) ->
     assert await asyncio.wait_for(next_event, 1) == ": keepalive\n\n"
     await events.aclose()
     assert feed.watchers == 0
+
+
+async def test_a_placement_in_an_idle_episode_is_marked_idle(fleet: FleetView) -> None:
+    feed = make_feed(fleet, idle=frozenset({"p2"}))
+    await feed.tick()
+    events = dashboard.frame_events(feed, Caller(None))
+    rows = {p["id"]: p["idle"] for p in data(await anext(events))["placements"]}
+    assert rows == {"p1": False, "p2": True}
+    await events.aclose()

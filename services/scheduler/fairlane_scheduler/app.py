@@ -101,10 +101,14 @@ _NO_TELEMETRY: TelemetryConfig = {"tracing": False, "metrics": False, "logs": Fa
 
 
 async def _start_dashboard(
-    runtime: Runtime, speeds: SpeedsFollower, bootstrap: str, security: KafkaSecurity
+    runtime: Runtime,
+    speeds: SpeedsFollower,
+    idle: IdleWatch,
+    bootstrap: str,
+    security: KafkaSecurity,
 ) -> tuple[DashboardFeed, DeadLetterTally]:
-    """The dashboard's frames, drawn from what the API answers from, and the tally of
-    dead letters it shows."""
+    """The dashboard's frames, drawn from what the API answers from (idle placements
+    marked), and the tally of dead letters it shows."""
     dead_letters = DeadLetterTally(bootstrap, security=security)
     await dead_letters.start()
     follower, service, live_gpus = runtime.follower, runtime.service, runtime.live_gpus
@@ -126,6 +130,7 @@ async def _start_dashboard(
         },
         clock_ms=now_ms,
         outage=runtime.metrics.outage("dashboard", "postgres"),
+        idle=lambda: idle.idle,
     )
     await feed.start()
     return feed, dead_letters
@@ -306,7 +311,7 @@ def create_app(settings: SchedulerSettings) -> FastAPI:
                 service, fleet, followed.scores, metrics, fresh_gpus, policy, live_gpus
             )
             feed, dead_letters = await _start_dashboard(
-                runtime, followed.speeds, settings.kafka_bootstrap_servers, kafka
+                runtime, followed.speeds, idle, settings.kafka_bootstrap_servers, kafka
             )
             app.state.dashboard = feed
             relay = await _start_relay(pool, settings.kafka_bootstrap_servers, metrics, kafka)

@@ -40,6 +40,7 @@ class DashboardFeed(BackgroundLoop):
         counters: Callable[[], Mapping[str, int]],
         clock_ms: Callable[[], int],
         outage: OutageLog,
+        idle: Callable[[], frozenset[str]] = frozenset,
         interval_s: float = 1.0,
     ) -> None:
         super().__init__("dashboard-feed")
@@ -50,6 +51,7 @@ class DashboardFeed(BackgroundLoop):
         self._counters = counters
         self._clock_ms = clock_ms
         self._outage = outage
+        self._idle = idle  # the placements in an idle episode (the idle watch's last round)
         self._interval_s = interval_s
         self.history = ScoreHistory()
         self.watchers = 0
@@ -89,6 +91,7 @@ class DashboardFeed(BackgroundLoop):
             placements=placements,
             pending=pending,
             counters=dict(self._counters()),
+            idle=self._idle(),
         )
         async with self._changed:
             self._seq = frame.seq

@@ -129,7 +129,11 @@ async def events(feed: FeedDep, caller: ViewerDep) -> StreamingResponse:
 def _visible(caller: Caller, frame: Frame) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     scope = caller.scope()
     return (
-        [placement_row(p) for p in frame.placements if scope in (None, p.namespace)],
+        [
+            placement_row(p, idle=p.id in frame.idle)
+            for p in frame.placements
+            if scope in (None, p.namespace)
+        ],
         [placement_row(p) for p in frame.pending if scope in (None, p.namespace)],
     )
 

@@ -74,7 +74,9 @@ def rows_of(fleet: FleetView, states: Mapping[str, Sequence[GpuState]]) -> Rows:
     return {node: [cell(g, learned.get(g.uuid)) for g in gpus] for node, gpus in states.items()}
 
 
-def placement_row(placement: Placement) -> dict[str, Any]:
+def placement_row(placement: Placement, *, idle: bool = False) -> dict[str, Any]:
+    """A placement as the page lists it; ``idle``: in an announced idle episode (its
+    GPUs all near-idle for the idle window, core/idle.py)."""
     return {
         "id": placement.id,
         "job": placement.job_id,
@@ -84,6 +86,7 @@ def placement_row(placement: Placement) -> dict[str, Any]:
         "lease_ms": placement.lease_expires_at_ms,
         "gpus": sum(len(n.gpus) for n in placement.nodes),
         "nodes": {n.node: [g.uuid for g in n.gpus] for n in placement.nodes},
+        "idle": idle,
     }
 
 
@@ -97,6 +100,7 @@ class Frame:
     placements: Sequence[Placement] = ()
     pending: Sequence[Placement] = ()
     counters: Mapping[str, int] = field(default_factory=dict)
+    idle: frozenset[str] = frozenset()  # ids of the placements in an idle episode
 
 
 def diff_frames(old: Rows | None, new: Rows) -> tuple[Rows, list[str]]:

@@ -152,11 +152,16 @@
     (frame.removed || []).forEach(removeRow);
     if (frame.placements) {
       $("placements-count").textContent = `${frame.placements.length} live`;
-      table("placements", frame.placements, (p) => [p.job, p.ns, p.gpus, Object.keys(p.nodes).join(", "), clock(p.created_ms), clock(p.lease_ms)]);
+      table("placements", frame.placements, (p) => [p.job + (p.idle ? " (idle)" : ""), p.ns, p.gpus, Object.keys(p.nodes).join(", "), clock(p.created_ms), clock(p.lease_ms)]);
+      // An idle placement (its GPUs near-idle for the idle window): its row and GPUs marked.
+      byUuid.forEach((c) => c.el.classList.remove("idle"));
       for (const p of frame.placements) {
+        $("placements").querySelector(`tr[data-placement-id="${p.id}"]`).classList.toggle("idle", p.idle);
         for (const uuids of Object.values(p.nodes)) uuids.forEach((u) => {
           const found = byUuid.get(u);
-          if (found) found.el.title += `\nplacement ${p.job} (${p.ns})`;
+          if (!found) return;
+          found.el.title += `\nplacement ${p.job} (${p.ns})${p.idle ? ", idle" : ""}`;
+          if (p.idle) found.el.classList.add("idle");
         });
       }
     }
