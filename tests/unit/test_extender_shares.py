@@ -1,5 +1,6 @@
-"""A pod's share of one GPU: how it is read from the pod, and which nodes and GPUs the
-extender offers it (core/pod.py, core/extender_shares.py)."""
+"""A pod's share of one GPU: how it is read from the pod, which nodes and GPUs the
+extender offers it, and the placement and annotations its bind makes (core/pod.py,
+core/extender_shares.py, core/pod_shares.py, kube/share_placements.py)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ from typing import Any
 import numpy as np
 import pytest
 
+from fairlane_events.records import GpuSlot, NodeAssignment
 from fairlane_scheduler.core.extender_shares import ShareVerdicts, judge_share_nodes
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.node_summary import NodeSummaries
 from fairlane_scheduler.core.placement import JobShape, PlacementPolicy
-from fairlane_scheduler.core.pod import PodError, PodShare, pod_shape, pod_share
+from fairlane_scheduler.core.placements import Placement
+from fairlane_scheduler.core.pod import PodError, PodRef, PodShare, pod_shape, pod_share
 from fairlane_scheduler.core.pod_shares import ShareFlights, add_uses
-from fairlane_scheduler.core.shares import GpuUse
+from fairlane_scheduler.core.shares import GpuUse, share_env
+from fairlane_scheduler.kube.share_placements import pod_share_request, share_annotations
 from tests.unit.test_placement import NOW, fleet_of, node
 
 POLICY = PlacementPolicy(threshold=0.65, stale_after_s=90)
@@ -201,3 +205,30 @@ def test_placements_and_flights_add_up_and_whole_pods_avoid_a_flights_gpu() -> N
     # a-0 is shared by a placement already (held in the fleet): not counted twice.
     per_node = ShareFlights().unshared_per_node(flying, {"a-0"}, node_of, 2)
     assert per_node.tolist() == [1, 1]
+
+
+def test_a_pods_share_is_requested_on_its_node_and_annotated_from_its_placement() -> None:
+    pod, share = PodRef("team", "train-0", "uid-1"), PodShare(300, None, JobShape(1))
+    request = pod_share_request(pod, share, "node-a")
+    assert (request.job_id, request.namespace, request.on_node) == ("pod/uid-1", "team", "node-a")
+    assert (request.gpu_share, request.gpu_memory_mib, request.gpus_per_node) == (0.3, None, 1)
+    assert pod_share_request(pod, share, "node-a").fingerprint == request.fingerprint
+    assert pod_share_request(pod, share, "node-b").fingerprint != request.fingerprint
+    slot = GpuSlot(uuid="GPU-1", index=0, share=0.3, memory_mib=24576)
+    env = share_env(300, 24576, H100_MIB)
+    assignment = NodeAssignment(
+        node="node-a",
+        node_rank=0,
+        gpus=[slot],
+        cuda_visible_devices="0",
+        master_addr="node-a",
+        master_port=29500,
+        world_size=1,
+        env=env,
+    )
+    placement = Placement("p-1", "pod/uid-1", "team", "placed", NOW, (assignment,), "f")
+    annotations = share_annotations(placement)
+    assert annotations["fairlane.dev/gpu-uuid"] == "GPU-1"
+    assert annotations["fairlane.dev/placement-id"] == "p-1"
+    assert annotations["fairlane.dev/CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "30"
+    assert len(annotations) == 2 + len(env)
