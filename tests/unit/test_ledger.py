@@ -3,12 +3,14 @@ the committed rows that may be older than own changes), and what the fleet view 
 for it and for followers of score changes."""
 
 from collections import Counter
+from dataclasses import replace
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
 from fairlane_scheduler.core.ledger import Holding, Ledger
+from fairlane_scheduler.core.shares import GpuUse
 from tests.factories import gpu_score
 
 
@@ -183,3 +185,25 @@ def test_snapshots_index_what_changed_as_a_rebuild_would(steps: list[tuple[str, 
             wanted = Counter(m for h in held if h.namespace == namespace for m in h.models)
             assert dict(ledger.usage(namespace)) == dict(wanted)
         assert {f"g{r}" for r in fleet.held_rows().tolist()} == gpus
+
+
+def test_a_shared_gpu_is_held_while_any_share_lives_and_counts_its_part() -> None:
+    fleet = FleetView(StabilityPolicy(0.65, 120))
+    fleet.apply(gpu_score(node="n1", uuid="g1", index=0))
+    ledger = Ledger(fleet)
+    quarter = replace(holding("s1", "g1"), share=GpuUse(250, 1024, 1))
+    half = replace(holding("s2", "g1", port=29501), share=GpuUse(500, 2048, 1))
+    ledger.commit(quarter)
+    ledger.reserve(half)
+    assert (ledger.shares("g1"), set(ledger.shared_gpus), list(fleet.held_rows())) == (
+        (750, 3072, 2),
+        {"g1"},
+        [0],
+    )
+    assert dict(ledger.usage("a")) == {"H100": 0.75}
+    ledger.release("s1")
+    assert ledger.shares("g1") == (500, 2048, 1)
+    assert list(fleet.held_rows()) == [0]  # the reserved share still holds it
+    ledger.unreserve("s2")
+    assert (ledger.shares("g1"), list(ledger.gpus), list(fleet.held_rows())) == ((0, 0, 0), [], [])
+    assert dict(ledger.usage("a")) == {}

@@ -155,17 +155,18 @@ def _rooms(
 ) -> RoomTable:
     """The rule's columns for these rows: a whole placement's GPU is full (1000 and all
     of its memory), a shared one holds what its tenants do."""
-    uuids = fleet.uuids
-    uses = [ledger.shares(uuids[r]) for r in rows.tolist()]
-    used_milli = np.array([u.milli for u in uses], dtype=np.int64)
-    used_memory = np.array([u.memory_mib for u in uses], dtype=np.int64)
+    used = np.zeros((3, len(fleet)), dtype=np.int64)  # share, memory, tenants per fleet row
+    for uuid in ledger.shared_gpus:  # few: the fleet is walked in numpy only
+        if (row := fleet.row.get(uuid)) is not None:
+            used[:, row] = ledger.shares(uuid)
+    used_milli, used_memory, tenants = used[:, rows]
     _, node_codes = np.unique(fleet.node[rows], return_inverse=True)
     return RoomTable(
         node=node_codes.astype(np.int64),
         used_milli=np.where(whole, SHARE_SCALE, used_milli),
         used_memory_mib=np.where(whole, memory, np.minimum(used_memory, memory)),
         memory_mib=memory.astype(np.int64),
-        tenants=np.array([u.tenants for u in uses], dtype=np.int64),
+        tenants=tenants,
         capacity=effective_capacity(fleet, shape, rows).astype(np.float64),
     )
 
