@@ -14,6 +14,7 @@ import pytest
 
 from fairlane_events.records import GpuScore, PlacementEvent
 from fairlane_scheduler.settings import SchedulerSettings
+from tests.integration import test_scheduler_learned_speed as learned_speed
 from tests.integration.test_scheduler_api import wait_until
 from tests.integration.test_scheduler_learned_speed import events_of
 from tests.scheduler_harness import (
@@ -30,13 +31,10 @@ WINDOW_S = 1.0  # a short idle window; real time, as the scheduler's clock is
 
 
 def settings_of(kafka_bootstrap: str, database_url: str) -> SchedulerSettings:
-    return SchedulerSettings(
-        kafka_bootstrap_servers=kafka_bootstrap,
-        database_url=database_url,
-        expiry_interval_s=0.1,
-        idle_window_s=WINDOW_S,
-        idle_check_s=0.1,
-        auth_disabled=True,
+    """The learned-speed tests' scheduler, with a short idle window checked often."""
+    base = learned_speed.settings_of(kafka_bootstrap, database_url)
+    return base.model_copy(
+        update={"expiry_interval_s": 0.1, "idle_window_s": WINDOW_S, "idle_check_s": 0.1}
     )
 
 

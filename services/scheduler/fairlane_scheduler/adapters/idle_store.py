@@ -6,18 +6,16 @@ that inserted it writes the ``idle`` event to the outbox."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection
-from contextlib import asynccontextmanager
+from collections.abc import Collection
 from typing import Any
 
 import asyncpg
 
 from fairlane_events.codec import encode
-from fairlane_scheduler.adapters.pg_pool import POSTGRES_UNAVAILABLE
+from fairlane_scheduler.adapters.pg_pool import pooled
 from fairlane_scheduler.adapters.pg_rows import ms_of, placement_of, utc
 from fairlane_scheduler.core.idle import IdlePolicy, idle_event
 from fairlane_scheduler.core.placements import Placement
-from fairlane_scheduler.errors import DatabaseUnavailableError
 from fairlane_scheduler.idle_watch import IdleHolder
 
 __all__ = ["PostgresIdleStore"]
@@ -54,16 +52,8 @@ class PostgresIdleStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    @asynccontextmanager
-    async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
-        try:
-            async with self._pool.acquire() as conn:
-                yield conn
-        except POSTGRES_UNAVAILABLE as exc:
-            raise DatabaseUnavailableError(f"Postgres does not answer: {exc}") from exc
-
     async def _fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
-        async with self._conn() as conn:
+        async with pooled(self._pool) as conn:
             return list(await conn.fetch(query, *args))
 
     async def idle_holders(self, gpus: Collection[str]) -> list[IdleHolder]:
@@ -75,7 +65,7 @@ class PostgresIdleStore:
     async def record_idle(
         self, placement: Placement, idle_since_ms: int, now_ms: int, policy: IdlePolicy
     ) -> bool:
-        async with self._conn() as conn, conn.transaction():
+        async with pooled(self._pool) as conn, conn.transaction():
             inserted = await conn.fetch(_EPISODE, placement.id, utc(idle_since_ms), utc(now_ms))
             if not inserted:
                 return False

@@ -11,12 +11,14 @@ transaction is rolled back on release either way (asyncpg does that before the r
 from __future__ import annotations
 
 import ssl as ssl_module
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import asyncpg
 
 from fairlane_scheduler.errors import DatabaseTlsError, DatabaseUnavailableError
 
-__all__ = ["POSTGRES_UNAVAILABLE", "connect_pool", "keeps_session_state"]
+__all__ = ["POSTGRES_UNAVAILABLE", "connect_pool", "keeps_session_state", "pooled"]
 
 #: What asyncpg raises while Postgres is away: refused or dropped connections (OSError,
 #: class 08), a server shutting down or starting (57P01-57P03), and a query on a pooled
@@ -32,6 +34,18 @@ POSTGRES_UNAVAILABLE = (
     asyncpg.exceptions.CannotConnectNowError,
     asyncpg.InternalClientError,
 )
+
+
+@asynccontextmanager
+async def pooled(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
+    """A connection of ``pool``; Postgres being away (:data:`POSTGRES_UNAVAILABLE`)
+    raised as :class:`DatabaseUnavailableError` (retryable: 503 with Retry-After)."""
+    try:
+        async with pool.acquire() as conn:
+            yield conn
+    except POSTGRES_UNAVAILABLE as exc:
+        raise DatabaseUnavailableError(f"Postgres does not answer: {exc}") from exc
+
 
 _STATEFUL: set[int] = set()  # server pids of pooled sessions that hold session state
 

@@ -8,8 +8,7 @@ asyncpg prepares each statement once per connection."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Collection, Sequence
 from itertools import accumulate
 from typing import Any
 
@@ -18,7 +17,7 @@ import orjson
 
 from fairlane_events.codec import encode
 from fairlane_events.records import SlowGpu
-from fairlane_scheduler.adapters.pg_pool import POSTGRES_UNAVAILABLE
+from fairlane_scheduler.adapters.pg_pool import pooled
 from fairlane_scheduler.adapters.pg_rows import (
     lease_of,
     outcome_of,
@@ -40,7 +39,7 @@ from fairlane_scheduler.core.placements import (
 )
 from fairlane_scheduler.core.quota import Quota
 from fairlane_scheduler.core.shares import GpuUse
-from fairlane_scheduler.errors import AllocationConflictError, DatabaseUnavailableError
+from fairlane_scheduler.errors import AllocationConflictError
 from fairlane_scheduler.storage import Ending, WriteOutcome
 
 __all__ = ["PostgresStore"]
@@ -112,17 +111,9 @@ class PostgresStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    @asynccontextmanager
-    async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
-        try:
-            async with self._pool.acquire() as conn:
-                yield conn
-        except POSTGRES_UNAVAILABLE as exc:
-            raise DatabaseUnavailableError(f"Postgres does not answer: {exc}") from exc
-
     async def _fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
         try:
-            async with self._conn() as conn:
+            async with pooled(self._pool) as conn:
                 return list(await conn.fetch(query, *args))
         except asyncpg.UniqueViolationError as exc:
             raise AllocationConflictError(str(exc)) from exc
@@ -263,7 +254,7 @@ class PostgresStore:
     async def record_degraded(
         self, placement: Placement, slow: Sequence[SlowGpu], now_ms: int
     ) -> list[SlowGpu]:
-        async with self._conn() as conn, conn.transaction():
+        async with pooled(self._pool) as conn, conn.transaction():
             rows = await conn.fetch(
                 _RECORD_DEGRADED,
                 placement.id,
