@@ -6,6 +6,7 @@ them, the store refuses an over-committed GPU as Postgres does, and quotas count
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -26,11 +27,14 @@ NOW = 1_700_000_000_000
 PORTS = PortRange(29500, 29999)
 
 
-def _service(store: MemoryStore, gpus: int = 4) -> PlacementService:
+def _service(
+    store: MemoryStore, gpus: int = 4, new_id: Callable[[], str] | None = None
+) -> PlacementService:
     fleet = FleetView()
     for i in range(gpus):
         fleet.apply(gpu_score(node="n0", uuid=f"g{i}", index=i, score=0.9, ts_ms=NOW))
     ids = (f"00000000-0000-0000-0000-{i:012d}" for i in itertools.count(1))
+    new_id = new_id or (lambda: next(ids))
     return PlacementService(
         store=store,
         fleet=fleet,
@@ -38,7 +42,7 @@ def _service(store: MemoryStore, gpus: int = 4) -> PlacementService:
         ports=PORTS,
         clock_ms=lambda: NOW,
         is_fleet_ready=lambda: True,
-        new_id=lambda: next(ids),
+        new_id=new_id,
     )
 
 
