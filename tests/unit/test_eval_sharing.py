@@ -109,6 +109,16 @@ def test_fgd_keeps_a_remainder_usable_where_best_fit_strands_it() -> None:
     assert (fgd.fragmented, best_fit.fragmented) == (0.0, 0.2)
 
 
+def test_node_best_fit_fills_the_smallest_node_where_best_fit_fills_the_first_gpu() -> None:
+    # Halves on nodes of two GPUs and one: best-fit stacks both on the first GPU of the
+    # two-GPU node, so a 2-GPU pod then fails; the paper's node-level best-fit fills the
+    # one-GPU node and leaves the pair free.
+    arrivals, config = [pod(500), pod(500), pod(1000, gpus=2)], StudyConfig(1.0, 1.0)
+    nodes = [node(2), node(1)]
+    assert study(nodes, arrivals, "best-fit", config=config).points[0].failed_pods == 1
+    assert study(nodes, arrivals, "node-best-fit", config=config).points[0].failed_pods == 0
+
+
 def test_a_pod_without_room_fails_and_is_counted_at_every_later_load() -> None:
     # Two 2-GPU nodes: a 3-GPU pod fits on neither; a 1-GPU pod then fits.
     arrivals = [pod(1000, gpus=3), pod(1000)]

@@ -12,7 +12,9 @@ cluster's GPUs; nothing departs. A pod that cannot be placed when it arrives fai
   that found no room so far.
 
 Only the rule for fractional pods differs between runs: it is the scheduler's own
-``rank_rooms`` (fgd, best-fit, first-fit), or ``random`` (any GPU with room, uniformly).
+``rank_rooms`` (fgd, best-fit, first-fit), or one of two baselines: ``node-best-fit``,
+the Best-fit of FGD's paper (the node left with the least free GPU share, and CPUs when
+packed, then its tightest GPU), and ``random`` (any GPU with room, uniformly).
 Whole-GPU pods, one or many GPUs, all go by one rule: the node with the fewest entirely
 free GPUs that still has enough, then its lowest-index free GPUs (best fit on free GPUs,
 which keeps large free nodes for large pods). CPU and host memory are not packed; GPU
@@ -34,6 +36,7 @@ from fairlane_scheduler.core.sharing import (
     WHOLE_MILLI,
     RoomTable,
     ShareAsk,
+    SharingRule,
     WorkloadMix,
     fragmentation_by_node,
     rank_rooms,
@@ -49,14 +52,22 @@ __all__ = [
     "run_study",
 ]
 
-StudyRule = Literal["fgd", "best-fit", "first-fit", "random"]
-STUDY_RULES: tuple[StudyRule, ...] = (*SHARING_RULES, "random")
+StudyRule = Literal["fgd", "best-fit", "first-fit", "node-best-fit", "random"]
+STUDY_RULES: tuple[StudyRule, ...] = (*SHARING_RULES, "node-best-fit", "random")
+# The product rule whose ranking each study rule takes: the baselines choose among it,
+# node-best-fit breaking its ties by the tightest GPU, random ignoring the order.
+_SHARING_RULE_UNDER: dict[StudyRule, SharingRule] = {
+    **{rule: rule for rule in SHARING_RULES},
+    "node-best-fit": "best-fit",
+    "random": "first-fit",
+}
 # Memory follows the share here (the trace has no GPU memory requests), so its size only
 # needs to be one that ``floor(share x memory)`` keeps exact enough.
 _NOMINAL_MEMORY_MIB = 16_384
 
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
+Floats = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +134,8 @@ class _Cluster:
         self._pack_cpu = pack_cpu
         self._memory_mib = np.full(size, _NOMINAL_MEMORY_MIB, dtype=np.int64)
         self._capacity = np.ones(size, dtype=np.float64)
+        self._largest_gpu_milli = max(n.gpus for n in nodes) * WHOLE_MILLI
+        self._largest_cpu_milli = max(n.cpu_milli for n in nodes)
 
     def table(self, rows: Ints | slice = slice(None)) -> RoomTable:
         return RoomTable(
@@ -140,7 +153,7 @@ class _Cluster:
         """Places ``pod`` if it fits; whether it did."""
         has_cpu = self.free_cpu_milli >= (pod.cpu_milli if self._pack_cpu else 0)
         if pod.is_fractional:
-            rows = self._choose_share(ShareAsk(pod.milli), has_cpu, rule, mix, rng)
+            rows = self._choose_share(pod, has_cpu, rule, mix, rng)
         else:
             rows = self._choose_whole(pod.gpus, has_cpu)
         if rows is None:
@@ -163,7 +176,7 @@ class _Cluster:
 
     def _choose_share(
         self,
-        ask: ShareAsk,
+        pod: TracePod,
         has_cpu: Bools,
         rule: StudyRule,
         mix: WorkloadMix,
@@ -171,11 +184,29 @@ class _Cluster:
     ) -> Ints | None:
         allowed = np.flatnonzero(has_cpu[self.node])
         table = self.table(allowed)
-        ranked = rank_rooms(table, ask, mix, "first-fit" if rule == "random" else rule)
+        ranked = rank_rooms(table, ShareAsk(pod.milli), mix, _SHARING_RULE_UNDER[rule])
         if len(ranked) == 0:
             return None
-        pick = int(rng.choice(ranked)) if rule == "random" else int(ranked[0])
+        if rule == "random":
+            pick = int(rng.choice(ranked))
+        elif rule == "node-best-fit":
+            pick = int(ranked[np.argmin(self._left_after(pod)[table.node[ranked]])])
+        else:
+            pick = int(ranked[0])
         return allowed[pick : pick + 1]
+
+    def _left_after(self, pod: TracePod) -> Floats:
+        """FGD's paper's Best-fit score per node: what the pod would leave of the node's
+        GPU share (and CPUs, when packed), each over the largest node's, weighted
+        equally; lower fits better."""
+        free_milli = np.bincount(
+            self.node, weights=WHOLE_MILLI - self.used_milli, minlength=len(self.free_cpu_milli)
+        )
+        gpu_left: Floats = (free_milli - pod.milli) / self._largest_gpu_milli
+        if not self._pack_cpu:
+            return gpu_left
+        cpu_left = (self.free_cpu_milli - pod.cpu_milli) / self._largest_cpu_milli
+        return 0.5 * gpu_left + 0.5 * cpu_left
 
 
 def _pods_between_checkpoints(
