@@ -78,3 +78,11 @@ def test_admitting_only_what_check_quota_allows_never_exceeds_it(
         assert total <= max_gpus
         for m, limit in per_model.items():
             assert sum(c for hm, c in held if hm == m) <= limit
+
+
+def test_shares_count_as_their_part_of_a_gpu_without_float_noise() -> None:
+    quota = Quota(max_gpus=1, max_gpus_per_model={"T4": 1})
+    used = {"T4": 0.1, "A100-40GB": 0.2}  # 0.1 + 0.2 is 0.30000000000000004 in floats
+    assert check_quota(quota, used, {"T4": 0.7}) is None
+    assert check_quota(quota, used, {"T4": 0.701}) is not None
+    assert models_within_quota(quota, {"T4": 0.3}, None, ["T4"], 0.7) is None

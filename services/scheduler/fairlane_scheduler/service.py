@@ -5,7 +5,6 @@ Routes call this; it knows nothing of HTTP or of which store it writes to."""
 from __future__ import annotations
 
 import uuid
-from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import replace
 
@@ -18,6 +17,7 @@ from fairlane_scheduler.core.node_ranking import NodeRankings
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.core.placements import EventKind, Placement, PlacementRequest, waiting
 from fairlane_scheduler.core.quota import Quota, check_quota
+from fairlane_scheduler.core.shares import gpus_by_model
 from fairlane_scheduler.core.sharing import SharingRule
 from fairlane_scheduler.errors import (
     AllocationConflictError,
@@ -298,7 +298,7 @@ class PlacementService:
 
     def _refusal(self, namespace: str, placement: Placement, over: OverQuota) -> QuotaExceededError:
         self._quotas[namespace] = over.quota
-        wanted = Counter(placement.gpu_models.values())
+        wanted = gpus_by_model(placement.nodes, placement.gpu_models)
         verdict = check_quota(over.quota, over.used, wanted)
         reason = verdict.reason if verdict else "quota: taken by a concurrent placement"
         return QuotaExceededError.of(reason, ever=verdict.ever if verdict else True)

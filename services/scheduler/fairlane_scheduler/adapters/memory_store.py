@@ -22,7 +22,7 @@ from fairlane_scheduler.core.placements import (
     with_master_port,
 )
 from fairlane_scheduler.core.quota import Quota, check_quota
-from fairlane_scheduler.core.shares import SHARE_SCALE, slot_milli
+from fairlane_scheduler.core.shares import SHARE_SCALE, gpus_by_model, slot_milli
 from fairlane_scheduler.errors import AllocationConflictError
 from fairlane_scheduler.storage import (
     Ending,
@@ -52,12 +52,11 @@ class MemoryStore:
         return [p for p in self.placements.values() if p.is_live]
 
     def _usage(self, namespace: str) -> dict[str, float]:
-        milli: Counter[str] = Counter()
+        used: Counter[str] = Counter()
         for p in self._live():
             if p.namespace == namespace:
-                for g in (g for n in p.nodes for g in n.gpus):
-                    milli[p.gpu_models.get(g.uuid, "")] += slot_milli(g)
-        return {model: n / SHARE_SCALE for model, n in milli.items()}
+                used.update(gpus_by_model(p.nodes, p.gpu_models))
+        return dict(used)
 
     def _overcommits(self, placement: Placement) -> bool:
         """Whether ``placement``'s GPUs would pass a whole GPU's share or (for a shared
@@ -79,10 +78,7 @@ class MemoryStore:
         quota = self.quota_rows.get(placement.namespace)
         if quota is not None:
             used = self._usage(placement.namespace)
-            wanted: Counter[str] = Counter()
-            for g in (g for n in placement.nodes for g in n.gpus):
-                wanted[placement.gpu_models.get(g.uuid, "")] += slot_milli(g)
-            asked = {model: n / SHARE_SCALE for model, n in wanted.items()}
+            asked = gpus_by_model(placement.nodes, placement.gpu_models)
             if check_quota(quota, used, asked) is not None:
                 return OverQuota(quota, used)
         master = placement.nodes[0]

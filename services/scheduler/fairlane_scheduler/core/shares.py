@@ -4,11 +4,13 @@ database's per-GPU sum is exact; a whole GPU counts as :data:`SHARE_SCALE`."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
-from fairlane_events.records import GpuSlot
+from fairlane_events.records import GpuSlot, NodeAssignment
 
-__all__ = ["SHARE_SCALE", "GpuUse", "share_env", "share_milli", "slot_milli"]
+__all__ = ["SHARE_SCALE", "GpuUse", "gpus_by_model", "share_env", "share_milli", "slot_milli"]
 
 #: A whole GPU, in the unit shares are summed in.
 SHARE_SCALE = 1000
@@ -22,6 +24,15 @@ def share_milli(share: float) -> int:
 def slot_milli(slot: GpuSlot) -> int:
     """What a placement's GPU slot holds of its GPU: its share, or all of a whole GPU."""
     return SHARE_SCALE if slot.share is None else share_milli(slot.share)
+
+
+def gpus_by_model(nodes: Iterable[NodeAssignment], models: Mapping[str, str]) -> dict[str, float]:
+    """GPUs per model (``models``: uuid -> catalogue key) these nodes hold, a share as its
+    part of a GPU: what a quota counts."""
+    milli: Counter[str] = Counter()
+    for slot in (g for n in nodes for g in n.gpus):
+        milli[models.get(slot.uuid, "")] += slot_milli(slot)
+    return {model: n / SHARE_SCALE for model, n in milli.items()}
 
 
 class GpuUse(NamedTuple):
