@@ -86,14 +86,21 @@ def gpu_speed(**overrides: Any) -> GpuSpeed:
 
 
 def single_gpu_placement(
-    node: str, uuid: str, kind: str, ts_ms: int, placement_id: str | None = None
+    node: str,
+    uuid: str,
+    kind: str,
+    ts_ms: int,
+    placement_id: str | None = None,
+    share: float | None = None,
 ) -> PlacementEvent:
-    """A lifecycle event of a one-GPU placement (GPU index 0 of ``node``)."""
+    """A lifecycle event of a one-GPU placement (GPU index 0 of ``node``); ``share``: of
+    a fractional one (its memory that share of 80 GiB)."""
     pid = placement_id or f"p-{uuid}"
+    memory_mib = None if share is None else int(share * 80 * 1024)
     assignment = NodeAssignment(
         node=node,
         node_rank=0,
-        gpus=[GpuSlot(uuid=uuid, index=0)],
+        gpus=[GpuSlot(uuid=uuid, index=0, share=share, memory_mib=memory_mib)],
         cuda_visible_devices="0",
         master_addr=node,
         master_port=29500,

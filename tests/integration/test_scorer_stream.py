@@ -151,6 +151,35 @@ async def test_our_jobs_load_is_masked_and_outside_load_is_not(
     assert recovering[0] < THRESHOLD < recovering[-1]  # only as that load goes away
 
 
+async def test_a_fractional_tenants_load_counts_only_beyond_its_share(
+    scorer: Scorer, kafka_bootstrap: str, unique: str
+) -> None:
+    """Issue 29: a GPU half held by a fractional placement is not masked; its compute
+    headroom counts the load beyond the half, and every record says the GPU's activity."""
+    node = f"share-{unique}"
+    shared, free = f"{node}-held", f"{node}-free"
+    t0 = int(time.time() * 1000)
+    applied = scorer.metric("fairlane_scorer_placement_events_total")
+    await produce_placement(
+        kafka_bootstrap, single_gpu_placement(node, shared, "created", t0, share=0.5)
+    )
+    await eventually(lambda: scorer.metric("fairlane_scorer_placement_events_total") > applied)
+    inside = [_node_round(node, t0 + i * STEP_MS, {"sm_active": 0.4}, {}) for i in range(1, 6)]
+    beyond = [_node_round(node, t0 + i * STEP_MS, {"sm_active": 0.9}, {}) for i in range(6, 12)]
+    async with read_scores(kafka_bootstrap, node) as reader:
+        await produce_samples(kafka_bootstrap, inside + beyond)
+        scores = await reader.until(lambda r: any(s.ts_ms == beyond[-1].ts_ms for s in r))
+    held_scores = _by_gpu(scores, shared)
+    within = [s for s in held_scores if s.ts_ms <= inside[-1].ts_ms]
+    assert within
+    assert all(s.components["compute"] == 1.0 and s.activity == 0.4 for s in within)
+    last = held_scores[-1]
+    assert last.ts_ms == beyond[-1].ts_ms
+    assert last.components["compute"] == pytest.approx(0.6)  # 0.9 - 0.5 counts
+    assert last.activity == 0.9
+    assert all(s.activity == 0.0 for s in _by_gpu(scores, free))
+
+
 async def test_quiet_gpu_flips_to_stale_on_time(
     kafka_bootstrap: str, unique: str, tmp_path: Path
 ) -> None:
