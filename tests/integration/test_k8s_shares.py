@@ -2,7 +2,8 @@
 with ``fairlane.dev/gpu-share`` managed and ignored by the scheduler): pods asking for a
 share of one GPU are packed onto one GPU by Fairlane's extender, each recorded as a
 placement in Postgres at bind and bound with its share's annotations; the GPU is never
-over-committed, a whole-GPU pod never lands on it, and a share that ends is taken again.
+over-committed, a whole-GPU pod never lands on it, a share that ends is taken again, and
+one whose pod went while Fairlane was down is released when it starts.
 
 The fleet: one node with 2 healthy H100s (node 0); a second Node has no Fairlane scores.
 """
@@ -42,6 +43,10 @@ def pod_annotations(kube: Kube, name: str) -> dict[str, str]:
     return dict(kube.get_pod(name)["metadata"].get("annotations") or {})
 
 
+def state(stack: FairlaneStack, placement_id: str) -> str:
+    return str(stack.api(f"/v1/placements/{placement_id}")["state"])
+
+
 def slot(stack: FairlaneStack, pod: dict[str, str]) -> Any:
     placement = stack.api(f"/v1/placements/{pod['fairlane.dev/placement-id']}")
     assert placement["state"] == "placed", placement
@@ -70,8 +75,8 @@ def test_shares_fill_one_gpu_never_past_it_and_whole_pods_stay_off_it(
     assert wait_for("whole-0 bound", lambda: kube.node_of("whole-0")) == stack.node(0)
     kube.pod("share-3", share=300)  # 100/1000 left on the shared GPU, the other is whole-0's
     message = wait_for("share-3 refused", lambda: kube.unschedulable("share-3"))
-    gpus = stack.api(f"/v1/nodes/{stack.node(0)}")
-    assert "no GPU with 300/1000 free (most free on one GPU: 100/1000" in message, (message, gpus)
+    detail = stack.api(f"/v1/nodes/{stack.node(0)}")  # the GPUs, should this fail
+    assert "no GPU with 300/1000 free (most free on one GPU: 100/1000" in message, (message, detail)
     assert "no GPU scores from Fairlane" in message, message  # node 1
     kube.pod("whole-1", gpus=1)  # the shared GPU is no whole GPU
     message = wait_for("whole-1 refused", lambda: kube.unschedulable("whole-1"))
@@ -80,17 +85,20 @@ def test_shares_fill_one_gpu_never_past_it_and_whole_pods_stay_off_it(
     # A share that ends is released, and its room taken by the pod that waited.
     first = notes["share-0"]["fairlane.dev/placement-id"]
     kube.delete_pod("share-0")
-    released = lambda: stack.api(f"/v1/placements/{first}")["state"] == "released"  # noqa: E731
-    wait_for("share-0's placement released", released, 30)
+    wait_for("share-0's share released", lambda: state(stack, first) == "released", 30)
     assert wait_for("share-3 bound", lambda: kube.node_of("share-3"), 60) == stack.node(0)
     assert pod_annotations(kube, "share-3")["fairlane.dev/gpu-uuid"] == shared
     assert kube.node_of("whole-1") is None
-    waiting = [*shares[1:], "share-3", "whole-0", "whole-1"]
-    ids = [pod_annotations(kube, n)["fairlane.dev/placement-id"] for n in waiting[:3]]
-    for name in waiting:
+
+    # A pod that goes while no replica watches: the listing at start releases its share.
+    gone = notes["share-1"]["fairlane.dev/placement-id"]
+    stack.stop_scheduler()
+    kube.delete_pod("share-1")
+    stack.start_scheduler()
+    wait_for("share-1's share released after the restart", lambda: state(stack, gone) == "released")
+    rest = [notes["share-2"], pod_annotations(kube, "share-3")]
+    for name in ("share-2", "share-3", "whole-0", "whole-1"):
         kube.delete_pod(name)
-
-    def all_released() -> bool:
-        return all(stack.api(f"/v1/placements/{i}")["state"] == "released" for i in ids)
-
-    wait_for("every share released with its pod", all_released, 30)
+    ids = [note["fairlane.dev/placement-id"] for note in rest]
+    every = lambda: all(state(stack, i) == "released" for i in ids)  # noqa: E731
+    wait_for("every share released with its pod", every, 30)

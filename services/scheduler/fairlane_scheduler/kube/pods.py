@@ -13,8 +13,10 @@ not appended to), after a short pause while the API server is away.
 A pod holding a share of a GPU (issue 29) is a placement in Postgres, named on the pod
 by the ``fairlane.dev/placement-id`` annotation its Binding carried: the watch releases it
 when the pod ends or is deleted, and a listing releases those whose pod is gone (it
-went while no replica watched). Its flight (core/pod_shares.py) ends as a whole pod's
-hold does.
+went while no replica watched). The share placements are read *before* the pods are
+listed: a placement exists only once its pod does, so one whose pod the later listing
+lacks is a gone pod's, never a new pod's (no clocks compared). Its flight
+(core/pod_shares.py) ends as a whole pod's hold does.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ from fairlane_scheduler.kube.client import KubeApiError, KubeClient
 
 __all__ = [
     "PLACEMENT_ANNOTATION",
-    "OrphanReleaser",
     "PodWatch",
+    "ShareReader",
     "ShareReleaser",
     "bind_pod",
 ]
@@ -44,9 +46,8 @@ PLACEMENT_ANNOTATION = "fairlane.dev/placement-id"
 
 #: Ends the share placements of these ids (their pods ended).
 ShareReleaser = Callable[[Collection[str]], Awaitable[None]]
-#: Ends every pod share placement made before the listing (epoch ms) whose pod uid is
-#: not among the listed pods'.
-OrphanReleaser = Callable[[Collection[str], int], Awaitable[None]]
+#: The live pod share placements: placement id -> pod uid.
+ShareReader = Callable[[], Awaitable[dict[str, str]]]
 
 log = logging.getLogger("fairlane.scheduler.kube")
 
@@ -110,8 +111,7 @@ class PodWatch(BackgroundLoop):
         *,
         flights: ShareFlights,
         release_shares: ShareReleaser,
-        release_orphans: OrphanReleaser,
-        clock_ms: Callable[[], int],
+        read_shares: ShareReader,
     ) -> None:
         super().__init__("kube-pod-watch")
         self._client = client
@@ -119,8 +119,7 @@ class PodWatch(BackgroundLoop):
         self._outage = outage
         self._flights = flights
         self._release_shares = release_shares
-        self._release_orphans = release_orphans
-        self._clock_ms = clock_ms
+        self._read_shares = read_shares
         self.synced = asyncio.Event()  # the first listing is in the ledger
 
     async def run(self) -> None:
@@ -137,7 +136,11 @@ class PodWatch(BackgroundLoop):
                 await asyncio.sleep(_RETRY_S)
 
     async def _list(self) -> str:
-        listed_ms = self._clock_ms()
+        try:
+            shares = await self._read_shares()
+        except Exception:  # Postgres down: the next listing releases what is left
+            log.warning("reading the GPU shares of pods failed", exc_info=True)
+            shares = {}
         listing = await self._client.get(_PODS)
         pods, live = {}, set()
         for pod in listing.get("items") or []:
@@ -146,7 +149,9 @@ class PodWatch(BackgroundLoop):
             if not _ended(pod):
                 live.add(str((pod.get("metadata") or {}).get("uid")))
         self._ledger.replace_bound(pods)
-        await self._settle(self._release_orphans(live, listed_ms))
+        if gone := [placement for placement, uid in shares.items() if uid not in live]:
+            log.info("releasing %d GPU shares of pods that are gone", len(gone))
+            await self._settle(self._release_shares(gone))
         self.synced.set()
         return str(listing["metadata"]["resourceVersion"])
 

@@ -11,7 +11,6 @@ environment become the pod's annotations, which the pod reads with the downward 
 from __future__ import annotations
 
 import hashlib
-import logging
 from collections.abc import Collection
 
 from fairlane_scheduler.core.placements import Placement, PlacementRequest
@@ -24,20 +23,17 @@ from fairlane_scheduler.service import PlacementService
 __all__ = [
     "GPU_UUID_ANNOTATION",
     "POD_JOB_PREFIX",
+    "pod_share_placements",
     "pod_share_request",
-    "release_orphans",
     "release_shares",
     "share_annotations",
 ]
-
-log = logging.getLogger("fairlane.scheduler.kube")
 
 POD_JOB_PREFIX = "pod/"
 #: The GPU of a pod's share: what the pod gives NVIDIA_VISIBLE_DEVICES.
 GPU_UUID_ANNOTATION = "fairlane.dev/gpu-uuid"
 _ENV_ANNOTATION = "fairlane.dev/{}"  # one per variable of the placement's environment
 _PAGE = 500
-_CLOCK_MARGIN_MS = 5000
 
 
 def pod_share_request(pod: PodRef, share: PodShare, node: str) -> PlacementRequest:
@@ -80,27 +76,15 @@ async def release_shares(service: PlacementService, placement_ids: Collection[st
             continue
 
 
-async def release_orphans(
-    service: PlacementService, live_uids: Collection[str], listed_ms: int
-) -> None:
-    """End every pod share placement made before ``listed_ms`` (less a margin for
-    replicas' clocks) whose pod is not among ``live_uids``, the pods listed then: it
-    ended or was deleted while no replica watched. A placement made later may be of a
-    pod created after the listing."""
-    live, before, orphans = set(live_uids), None, []
-    made_before = listed_ms - _CLOCK_MARGIN_MS
+async def pod_share_placements(service: PlacementService) -> dict[str, str]:
+    """Every live pod share placement: its id -> its pod's uid."""
+    shares: dict[str, str] = {}
+    before = None
     while True:
         page = await service.page(None, "placed", _PAGE, before)
-        orphans += [
-            p.id
-            for p in page
-            if p.job_id.startswith(POD_JOB_PREFIX)
-            and p.job_id[len(POD_JOB_PREFIX) :] not in live
-            and p.created_at_ms < made_before
-        ]
+        for placement in page:
+            if placement.job_id.startswith(POD_JOB_PREFIX):
+                shares[placement.id] = placement.job_id[len(POD_JOB_PREFIX) :]
         if len(page) < _PAGE:
-            break
+            return shares
         before = page[-1].created_at_ms
-    if orphans:
-        log.info("releasing %d GPU shares of pods that are gone", len(orphans))
-        await release_shares(service, orphans)

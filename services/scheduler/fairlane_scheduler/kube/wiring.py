@@ -26,7 +26,7 @@ from fairlane_scheduler.kube.client import KubeClient, KubeConfig
 from fairlane_scheduler.kube.device_taints import TaintController
 from fairlane_scheduler.kube.node_eligibility import EligibilityAnnotator
 from fairlane_scheduler.kube.pods import PodWatch, bind_pod
-from fairlane_scheduler.kube.share_placements import release_orphans, release_shares
+from fairlane_scheduler.kube.share_placements import pod_share_placements, release_shares
 from fairlane_scheduler.settings import SchedulerSettings
 
 __all__ = ["kube_config", "kube_edges", "with_kube_edges"]
@@ -92,8 +92,7 @@ async def kube_edges(
         metrics.outage("pod watch", "kubernetes"),
         flights=state.flights,
         release_shares=partial(release_shares, runtime.service),
-        release_orphans=partial(release_orphans, runtime.service),
-        clock_ms=now_ms,
+        read_shares=partial(pod_share_placements, runtime.service),
     )
     await watch.start()
     state.binder = partial(bind_pod, client)
