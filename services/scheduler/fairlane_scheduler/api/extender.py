@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import orjson
@@ -36,6 +37,7 @@ from fairlane_scheduler.api.errors import error_responses
 from fairlane_scheduler.clock import now_ms
 from fairlane_scheduler.core.extender import GangAsk, Verdicts, judge_nodes
 from fairlane_scheduler.core.extender_shares import judge_share_nodes, placed_shares
+from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.node_summary import NodeSummaries
 from fairlane_scheduler.core.pod import (
     PodError,
@@ -47,6 +49,7 @@ from fairlane_scheduler.core.pod import (
 )
 from fairlane_scheduler.core.pod_ledger import PodGpus, PodLedger
 from fairlane_scheduler.core.pod_shares import ShareFlights, add_uses
+from fairlane_scheduler.core.sharing import SharingRule
 from fairlane_scheduler.errors import SchedulerError
 from fairlane_scheduler.kube.share_placements import pod_share_request, share_annotations
 
@@ -67,6 +70,7 @@ class ExtenderState:
     ledger: PodLedger = field(default_factory=PodLedger)
     flights: ShareFlights = field(default_factory=ShareFlights)  # fractional pods passed
     summaries: NodeSummaries = field(default_factory=NodeSummaries)
+    sharing_rule: SharingRule = "fgd"  # the placement service's (FAIRLANE_SHARING_RULE)
     binder: Binder | None = None  # set when the Kubernetes API is configured
     #: The last filter's answer (pod uid, when, verdicts): kube-scheduler's prioritize
     #: for the same pod follows within milliseconds, and is ranked from it.
@@ -168,7 +172,6 @@ def _judge(
     fleet, ledger, now = runtime.fleet, state.ledger, now_ms()
     uid, width = _uid(pod), len(fleet.nodes)
     held = ledger.held(fleet.node_id, width, now, exclude=uid)
-    placements = runtime.service.ledger
     flying = state.flights.use(now, exclude=uid)
     if share is not None:
         judged = judge_share_nodes(
@@ -176,17 +179,19 @@ def _judge(
             state.summaries,
             pod=share,
             policy=runtime.policy,
-            use=add_uses(placed_shares(placements), flying),
+            use=add_uses(placed_shares(runtime.service.ledger), flying),
             whole_pods=held,
             now_ms=now,
             node_names=names,
             mix=runtime.service.demand.mix(),
+            rule=state.sharing_rule,
         )
         return _Judged(judged.verdicts, share, judged.gpus)
     assert shape is not None
-    held = held + state.flights.unshared_per_node(
-        flying, placements.shared_gpus, lambda gpu: _node_of(runtime, gpu), width
-    )
+    if flying:  # GPUs about to be shared are no whole pod's
+        shared = runtime.service.ledger.shared_gpus
+        node_of = partial(_node_of, runtime.fleet)
+        held = held + state.flights.unshared_per_node(flying, shared, node_of, width)
     gang = pod_gang(pod)
     ask = None
     if gang is not None:
@@ -205,10 +210,10 @@ def _judge(
     return _Judged(verdicts, PodGpus(shape.gpus_per_node, None if gang is None else gang[0]))
 
 
-def _node_of(runtime: Runtime, gpu: str) -> int | None:
+def _node_of(fleet: FleetView, gpu: str) -> int | None:
     """The fleet node id of a GPU (None: not in the fleet)."""
-    rows = runtime.fleet.rows_of([gpu])
-    return int(runtime.fleet.node[rows[0]]) if len(rows) else None
+    row = fleet.row.get(gpu)
+    return None if row is None else int(fleet.node[row])
 
 
 _INVALID: dict[int | str, dict[str, Any]] = {

@@ -74,7 +74,7 @@ async def kube_edges(
     watch keeps its ledger, its bind verb binds through the API, Nodes carry their count
     of eligible GPUs (kube-scheduler retries held-back pods when it changes), and (when
     enabled) the device-taint controller runs."""
-    app_state.extender = state = ExtenderState()
+    app_state.extender = state = ExtenderState(sharing_rule=settings.sharing_rule)
     runtime = app_state.runtime
     # The node summaries catch up after each batch of score records, so a filter
     # recomputes only what changed since (docs/benchmarks.md, Extender).
