@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
 from fastapi import Response
@@ -22,7 +22,7 @@ from fairlane_events.gpu_models import CATALOG, find_model
 from fairlane_events.json_numbers import AS_INT
 from fairlane_events.records import JobClass, NodeAssignment
 from fairlane_scheduler.core.placements import Placement, PlacementRequest
-from fairlane_scheduler.core.shares import SHARE_SCALE, share_milli
+from fairlane_scheduler.core.shares import SHARE_SCALE
 
 __all__ = ["PlacementIn", "PlacementOut", "PlacementPage", "RenewIn", "placement_json"]
 
@@ -52,13 +52,50 @@ GpuModelName = Annotated[
 ]
 
 
-_MAX_GPU_MEMORY_MIB = 16 * 1024 * 1024  # 16 TiB: beyond any GPU, inside Postgres integer
+def _memory_mib(model_key: str) -> int:
+    return round(CATALOG[model_key].mem_gib * 1024)
+
+
+def _fractional_rules(schema: dict[str, Any]) -> None:
+    """The request's cross-field rules (:meth:`PlacementIn._fractional_fits`) in its JSON
+    Schema, so that a request valid by the schema is never refused: ``gpu_share`` wants
+    one GPU on one node, ``gpu_memory_mib`` wants ``gpu_share``, and with ``models``
+    every memory tier caps ``gpu_memory_mib`` at the largest allowed GPU's memory."""
+    given = {"not": {"type": "null"}}
+    rules: list[dict[str, Any]] = [
+        {
+            "if": {"properties": {"gpu_share": given}, "required": ["gpu_share"]},
+            "then": {"properties": {"gpus_per_node": {"const": 1}, "nodes": {"const": 1}}},
+        },
+        {
+            "if": {"properties": {"gpu_memory_mib": given}, "required": ["gpu_memory_mib"]},
+            "then": {"properties": {"gpu_share": given}, "required": ["gpu_share"]},
+        },
+    ]
+    tiers = sorted({_memory_mib(key) for key in CATALOG})
+    for tier in tiers[:-1]:  # the largest tier is the field's own maximum
+        names = sorted(
+            n for s in CATALOG.values() if _memory_mib(s.key) <= tier for n in (s.key, s.nvml_name)
+        )
+        models_within = {"type": "array", "items": {"enum": names}}
+        memory = {"anyOf": [{"type": "integer", "maximum": tier}, {"type": "null"}]}
+        rules.append(
+            {
+                "if": {"properties": {"models": models_within}, "required": ["models"]},
+                "then": {"properties": {"gpu_memory_mib": memory}},
+            }
+        )
+    schema["allOf"] = rules
+
+
+#: No request may ask a share more memory than the catalogue's largest GPU has.
+_LARGEST_GPU_MIB = max(_memory_mib(key) for key in CATALOG)
 
 
 class PlacementIn(BaseModel):
     """A request to place a job. ``job_id`` is the idempotency key within the namespace."""
 
-    model_config = _STRICT_BODY
+    model_config = ConfigDict(**_STRICT_BODY, json_schema_extra=_fractional_rules)
 
     job_id: Name
     namespace: Name | None = Field(None, description="default: the token's namespace")
@@ -83,12 +120,12 @@ class PlacementIn(BaseModel):
         description="the kind of work, as the job reports its progress: placed by score x "
         "the GPUs' learned speeds under it, and told (a degraded event) when one turns slow",
     )
-    gpu_share: Annotated[float, Field(gt=0, le=1)] | None = Field(
+    gpu_share: Annotated[float, Field(ge=1 / SHARE_SCALE, le=1)] | None = Field(
         None,
         description="a share of ONE GPU's compute (0 < share <= 1, in thousandths): the job "
         "shares the GPU with others; needs gpus_per_node 1 and nodes 1",
     )
-    gpu_memory_mib: Annotated[int, Field(ge=1, le=_MAX_GPU_MEMORY_MIB), AS_INT] | None = Field(
+    gpu_memory_mib: Annotated[int, Field(ge=1, le=_LARGEST_GPU_MIB), AS_INT] | None = Field(
         None,
         description="with gpu_share: the GPU memory the job may use; default: the share of "
         "the chosen GPU's memory",
@@ -101,8 +138,6 @@ class PlacementIn(BaseModel):
             if self.gpu_memory_mib is not None:
                 _refuse("gpu_share", "gpu_memory_mib is a share's memory: give gpu_share too")
             return self
-        if share_milli(self.gpu_share) < 1:
-            _refuse("gpu_share", f"gpu_share is counted in 1/{SHARE_SCALE}: at least 0.001")
         for field in ("gpus_per_node", "nodes"):
             if getattr(self, field) != 1:
                 _refuse(field, f"a fractional request (gpu_share) takes one GPU: {field} must be 1")
@@ -153,10 +188,6 @@ class PlacementIn(BaseModel):
 
 #: Request fields added after the first release: left out of the fingerprint when unset.
 _ADDED_FIELDS = ("job_class", "gpu_share", "gpu_memory_mib")
-
-
-def _memory_mib(model_key: str) -> int:
-    return round(CATALOG[model_key].mem_gib * 1024)
 
 
 def _refuse(field: str, message: str) -> None:
