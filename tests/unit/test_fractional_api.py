@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+from jsonschema import Draft202012Validator
 
 from fairlane_scheduler.api.schemas import PlacementIn
 from tests.unit.test_hot_routes import TEAM, _app
@@ -49,3 +50,15 @@ def test_a_fractional_request_reaches_the_core_with_its_share() -> None:
     assert PlacementIn.model_validate(body).to_core("team").fingerprint != (
         plain.to_core("team").fingerprint
     )
+
+
+def test_the_json_schema_refuses_what_the_model_refuses() -> None:
+    """The request's JSON Schema (the OpenAPI document's) states the cross-field rules:
+    every bad request above is invalid by it, a good one valid, so clients and fuzzers
+    that trust the schema are never refused."""
+    validator = Draft202012Validator(PlacementIn.model_json_schema())
+    for fields, _ in BAD:
+        assert not validator.is_valid({"job_id": "j", "gpus_per_node": 1, **fields}), fields
+    good = {"job_id": "j", "gpus_per_node": 1, "gpu_share": 0.5, "gpu_memory_mib": 16 * 1024}
+    validator.validate({**good, "models": ["T4", "H100"]})
+    validator.validate({"job_id": "j", "gpus_per_node": 4, "nodes": 2})
