@@ -112,9 +112,9 @@ async def test_the_namespace_policy_shortens_an_idle_placements_lease(
     await publish(kafka_bootstrap, scores(node, 0.9))
     async with running_scheduler(settings_of(kafka_bootstrap, database_url)) as (client, app):
         await wait_for_node(app, node, gpus=2)
-        policy = await client.put(f"/v1/idle-policies/{namespace}", json={"idle_lease_s": 2})
+        policy = await client.put(f"/v1/idle-policies/{namespace}", json={"idle_lease_s": 3})
         assert policy.status_code == 200, policy.text
-        assert policy.json() == {"namespace": namespace, "idle_lease_s": 2.0}
+        assert policy.json() == {"namespace": namespace, "idle_lease_s": 3.0}
         bad = await client.put(f"/v1/idle-policies/{namespace}", json={"idle_lease_s": 0})
         assert bad.status_code == 422
         assert "idle_lease_s" in bad.text
@@ -130,16 +130,28 @@ async def test_the_namespace_policy_shortens_an_idle_placements_lease(
         placement_id = placed.json()["id"]
         await publish(kafka_bootstrap, scores(node, 0.0))
 
+        async def announced() -> bool:
+            return "idle" in kinds(await events_of(kafka_bootstrap, placement_id))
+
+        await wait_until(announced)
+        # A renewal cannot move the lease past what the policy set after the warning.
+        renewed = await client.post(f"/v1/placements/{placement_id}/renew", json={"lease_s": 3600})
+        assert renewed.status_code == 200, renewed.text
+        capped = renewed.json()["lease_expires_at_ms"]
+        assert capped <= int(time.time() * 1000) + 3000
+
         async def expired() -> bool:
             got = await client.get(f"/v1/placements/{placement_id}")
-            return bool(got.json()["state"] == "expired")
+            published = kinds(await events_of(kafka_bootstrap, placement_id))
+            return bool(got.json()["state"] == "expired" and "expired" in published)
 
         await wait_until(expired)
         events = await events_of(kafka_bootstrap, placement_id)
         assert kinds(events) == ["created", "idle", "expired"]
         idle = events[1]
         assert idle.lease_expires_ms is not None
-        assert idle.lease_expires_ms - idle.ts_ms == pytest.approx(2000, abs=1)
+        assert idle.lease_expires_ms - idle.ts_ms == pytest.approx(3000, abs=1)
+        assert capped == pytest.approx(idle.lease_expires_ms, abs=1)
         assert events[2].ts_ms >= idle.lease_expires_ms
         # The policy is removed like it was set; the episode's row went with the lease.
         cleared = await client.put(f"/v1/idle-policies/{namespace}", json={"idle_lease_s": None})

@@ -334,12 +334,19 @@ class PostgresStore:
     async def renew(
         self, placement_id: str, now_ms: int, lease_s: float | None
     ) -> Placement | None:
+        # An announced idle placement in a namespace with an idle policy (migration 0016)
+        # is not renewed past the end its policy set (LEAST ignores the NULL of others).
         rows = await self._fetch(
             """WITH lease AS (
-                   SELECT COALESCE($3::float8, (request->>'lease_s')::float8) AS s
-                   FROM placements WHERE id = $1::uuid)
+                   SELECT COALESCE($3::float8, (p.request->>'lease_s')::float8) AS s,
+                          (SELECT i.announced_at + make_interval(secs => q.idle_lease_s)
+                           FROM idle_placements i
+                           JOIN idle_policies q ON q.namespace = p.namespace
+                           WHERE i.placement_id = p.id) AS idle_end
+                   FROM placements p WHERE p.id = $1::uuid)
                UPDATE placements
-               SET lease_expires_at = $2::timestamptz + make_interval(secs => lease.s)
+               SET lease_expires_at = LEAST(
+                   $2::timestamptz + make_interval(secs => lease.s), lease.idle_end)
                FROM lease
                WHERE id = $1::uuid AND state = 'placed' AND lease.s IS NOT NULL
                RETURNING placements.*""",
