@@ -37,7 +37,6 @@ from fairlane_eval.run_output import interval_json
 
 __all__ = ["add_sharing_parser", "sharing_command"]
 
-BASELINE: StudyRule = "best-fit"
 # The table shows the loads where packing decides something (below, every rule places
 # every pod), every tenth of the capacity.
 _TABLE_FROM_LOAD = 0.8
@@ -61,6 +60,9 @@ def add_sharing_parser(sub: Any) -> None:
     sharing.add_argument("--trace", choices=sorted(POD_LISTS), default="default")
     sharing.add_argument("--cpu", action="store_true", help="pods also need their CPUs")
     sharing.add_argument("--rules", type=_rules, default=STUDY_RULES, help="comma-separated")
+    sharing.add_argument(
+        "--baseline", choices=STUDY_RULES, default="best-fit", help="the rule others pair with"
+    )
     sharing.add_argument("--max-load", type=float, default=1.3, help="arrived GPU demand")
     sharing.add_argument("--step", type=float, default=0.05, help="load between points")
     sharing.add_argument("--out", type=Path, default=Path("docs"), help="chart folder")
@@ -96,10 +98,10 @@ def _plus_minus(interval: Interval, scale: str) -> str:
     return f"{interval.mean:{scale}} ± {interval.mean - interval.low:{scale}}"
 
 
-def _table(summary: Mapping[str, Sequence[RuleAtLoad]]) -> str:
+def _table(summary: Mapping[str, Sequence[RuleAtLoad]], baseline: str) -> str:
     lines = [
         "| load | rule | unallocated | free but unusable | failed pods | failed GPU demand "
-        f"| unallocated vs {BASELINE} |",
+        f"| unallocated vs {baseline} |",
         "|---|---|---|---|---|---|---|",
     ]
     for at_load in zip(*summary.values(), strict=True):
@@ -124,7 +126,7 @@ def _json(args: argparse.Namespace, summary: Mapping[str, Sequence[RuleAtLoad]])
         "trace": args.trace,
         "pack_cpu": args.cpu,
         "seeds": args.seeds,
-        "baseline": BASELINE,
+        "baseline": args.baseline,
         "rules": {
             rule: [
                 {
@@ -148,16 +150,16 @@ def sharing_command(args: argparse.Namespace, out: TextIO, progress: Callable[[s
     ``progress``."""
     from fairlane_eval.charts.sharing import plot_sharing_study
 
-    if BASELINE not in args.rules:
-        raise OptionError(f"--rules must include the baseline {BASELINE}")
+    if args.baseline not in args.rules:
+        raise OptionError(f"--rules must include the baseline {args.baseline}")
     try:
         config = StudyConfig(max_load=args.max_load, load_step=args.step, pack_cpu=args.cpu)
     except ValueError as exc:
         raise OptionError(f"--max-load/--step: {exc}") from None
-    summary = summarise_study(_run_all(args, config, progress), BASELINE)
+    summary = summarise_study(_run_all(args, config, progress), args.baseline)
     name = f"eval-sharing-{args.trace}{'-cpu' if args.cpu else ''}.png"
     title = f"Fractional packing, Alibaba 2023 {args.trace} pods{' + CPU' if args.cpu else ''}"
     chart = plot_sharing_study(summary, f"{title}, {args.seeds} seeds", args.out / name)
     progress(f"wrote {chart}")
-    print(_json(args, summary) if args.json else _table(summary), file=out)
+    print(_json(args, summary) if args.json else _table(summary, args.baseline), file=out)
     return 0

@@ -178,9 +178,9 @@ def test_the_sharing_command_prints_a_table_or_json_and_writes_the_chart(
     assert "seed 1 first-fit" in captured.err
     assert "| load | rule |" in captured.out
     assert (tmp_path / "eval-sharing-default.png").stat().st_size > 10_000
-    assert main([*argv, "--json", "--cpu"]) == 0
+    assert main([*argv, "--json", "--cpu", "--baseline", "first-fit"]) == 0
     document = json.loads(capsys.readouterr().out)
-    assert document["pack_cpu"] is True
+    assert (document["pack_cpu"], document["baseline"]) == (True, "first-fit")
     points = document["rules"]["first-fit"]
     assert [p["load"] for p in points] == [0.2, 0.4]
     assert points[0]["unallocated"]["seeds"] == 2
