@@ -6,6 +6,7 @@ from fairlane_events.records import GpuSlot, NodeAssignment, PlacementEvent, Slo
 from fairlane_scorer.core.allocations import allocations_of, apply_placement
 from fairlane_scorer.core.progress import placement_change
 from fairlane_scoring.allocation import Allocation
+from tests.factories import single_gpu_placement
 
 T0 = 1_700_000_000_000
 
@@ -65,24 +66,12 @@ def test_a_node_without_allocations_has_none() -> None:
 
 
 def test_a_fractional_placement_keeps_its_share_of_each_gpu() -> None:
-    slot = GpuSlot(uuid="n1-gpu0", index=0, share=0.25, memory_mib=20_000)
-    node = NodeAssignment(
-        node="n1",
-        node_rank=0,
-        gpus=[slot],
-        cuda_visible_devices="0",
-        master_addr="n1",
-        master_port=29500,
-        world_size=1,
-    )
-    created = PlacementEvent(
-        placement_id="f1", job_id="j", namespace="ns", event="created", ts_ms=T0, nodes=[node]
-    )
+    created = single_gpu_placement("n1", "n1-gpu0", "created", T0, share=0.25)
     state = apply_placement({}, "n1", created, 600)
-    assert allocations_of(state, "n1-gpu0") == [Allocation(T0, None, 0.25, 20_000)]
+    assert allocations_of(state, "n1-gpu0") == [Allocation(T0, None, 0.25, 20 * 1024)]
     ended = created.model_copy(update={"event": "released", "ts_ms": T0 + 10, "nodes": []})
     state = apply_placement(state, "n1", ended, 600)  # an end without its assignment
-    assert allocations_of(state, "n1-gpu0") == [Allocation(T0, T0 + 10, 0.25, 20_000)]
+    assert allocations_of(state, "n1-gpu0") == [Allocation(T0, T0 + 10, 0.25, 20 * 1024)]
     # A row written before shares existed holds whole GPUs.
     old = {"p0": {"start": T0, "end": None, "gpus": ["n1-gpu1"]}}
     assert allocations_of(old, "n1-gpu1") == [Allocation(T0)]
