@@ -33,12 +33,13 @@ CREATE TABLE gpu_shares (
 INSERT INTO gpu_shares (gpu_uuid, share_milli, memory_mib)
 SELECT gpu_uuid, sum(share_milli), 0 FROM allocations WHERE live GROUP BY gpu_uuid;
 
--- Two whole GPUs on one GPU still meet this index first (as before 0015); the ledger
--- refuses every other over-commit. Fractional tenants of a GPU are found by the second.
+-- Two whole placements of one GPU still meet this index first (as before 0015); the
+-- ledger refuses every other over-commit. The second finds a GPU's live allocations,
+-- whole or shared, as the dropped index did (the store's live_holding).
 DROP INDEX allocations_one_live_per_gpu;
 CREATE UNIQUE INDEX allocations_one_live_whole_per_gpu
     ON allocations (gpu_uuid) WHERE live AND share_milli = 1000;
-CREATE INDEX allocations_live_shared_gpu ON allocations (gpu_uuid) WHERE live AND share_milli < 1000;
+CREATE INDEX allocations_live_gpu ON allocations (gpu_uuid) WHERE live;
 
 CREATE FUNCTION fairlane_take_shares() RETURNS trigger
 LANGUAGE plpgsql AS $$
