@@ -227,6 +227,24 @@ def test_a_gang_runs_one_child_per_node(
     check_progress(scheduler, placement_id, records, steps=10, job_class="gang")
 
 
+def test_a_share_of_a_gpu_runs_with_the_limits_of_its_answer(
+    env: dict[str, str], scheduler: Scheduler, tmp_path: Path
+) -> None:
+    """``--gpu-share``: the child's environment holds what the answer's node says keeps
+    the job inside its share (issue 29)."""
+    show = 'echo "share $CUDA_MPS_ACTIVE_THREAD_PERCENTAGE $FAIRLANE_GPU_MEMORY_FRACTION"'
+    args = run_args("--gpu-share", "0.25", gpus=1)
+    with launcher([*args, "--", "sh", "-c", show], env, tmp_path / "l.log") as run:
+        placement_id = run.placement_id()
+        assert run.exit_code() == 0, run.text()
+    assert_released(scheduler, placement_id)
+    (node,) = placed_nodes(scheduler, placement_id)
+    assert node["gpus"][0]["share"] == 0.25
+    env_line = f"share 25 {node['env']['FAIRLANE_GPU_MEMORY_FRACTION']}"
+    assert env_line in run.text()
+    assert node["env"]["FAIRLANE_GPU_MEMORY_FRACTION"] == "0.250"
+
+
 def test_sigterm_to_the_launcher_stops_the_job_and_releases(
     env: dict[str, str], scheduler: Scheduler, tmp_path: Path
 ) -> None:
