@@ -69,8 +69,8 @@ def test_a_placement_is_idle_only_when_all_its_gpus_are_and_not_before_it_got_th
     assert tracker.idle_since(["a", "b"], T0 + 20 * MINUTE, now) == T0 + 20 * MINUTE
     busy_b = tracker_fed(*minutes("a", 0, 30, 0.0), *minutes("b", 0, 30, 0.5))
     assert busy_b.idle_since(["a", "b"], T0, now) is None
-    assert busy_b.is_busy(["a", "b"], now)
-    assert not busy_b.is_busy(["a"], now)
+    assert busy_b.busy_at(["a", "b"], now) == now
+    assert busy_b.busy_at(["a"], now) is None
     assert tracker.idle_since(["a", "unknown"], T0, now) is None  # no record at all
 
 
@@ -81,10 +81,10 @@ def test_an_older_record_is_ignored() -> None:
 
 def test_a_busy_record_ends_an_episode_a_stale_one_does_not_say_busy() -> None:
     stale = tracker_fed(*minutes("a", 0, 11, 0.0), ("a", T0 + 12 * MINUTE, 0.0, True))
-    assert not stale.is_busy(["a"], T0 + 12 * MINUTE)
+    assert stale.busy_at(["a"], T0 + 12 * MINUTE) is None
     busy = tracker_fed(*minutes("a", 0, 11, 0.0), ("a", T0 + 12 * MINUTE, 0.3, False))
-    assert busy.is_busy(["a"], T0 + 12 * MINUTE)
-    assert not busy.is_busy(["a"], T0 + 16 * MINUTE)  # that record is no longer fresh
+    assert busy.busy_at(["a"], T0 + 13 * MINUTE) == T0 + 12 * MINUTE
+    assert busy.busy_at(["a"], T0 + 16 * MINUTE) is None  # that record is no longer fresh
 
 
 def test_the_idle_event_keeps_the_assignment_and_says_since_when() -> None:

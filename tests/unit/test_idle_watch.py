@@ -106,7 +106,7 @@ async def test_a_check_before_its_interval_does_nothing() -> None:
     rig = Rig()
     await rig.minutes(10, 0.0)
     rig.store.events.clear()
-    rig.idle_store.announced_ms.clear()  # as if the episode were never recorded
+    rig.idle_store.episodes.clear()  # as if the episode were never recorded
     assert await rig.watch.check() == []  # 0 s after the last check: not due
     rig.clock.now_ms += 15_000
     assert await rig.watch.check() == ["p1"]
@@ -127,3 +127,13 @@ async def test_only_the_namespaces_policy_shortens_the_lease_and_renewals_are_he
     await rig.store.renew("p1", rig.clock.now_ms, 3600.0)
     await rig.minutes(1, 0.0)
     assert rig.store.placements["p1"].lease_expires_at_ms == warned_ms + 120_000
+
+
+async def test_a_replica_that_missed_the_busy_record_does_not_announce_the_old_episode() -> None:
+    rig = Rig()
+    assert await rig.minutes(10, 0.0) == ["p1"]
+    # Another replica read a busy record a minute ago and ended the episode; this one
+    # has not read it (its tracker still says idle since T0).
+    await rig.idle_store.end_episodes({"p1": rig.clock.now_ms - MINUTE})
+    assert await rig.minutes(1, 0.0) == []
+    assert [e.event for e in rig.store.events] == ["idle"]

@@ -12,7 +12,7 @@ only through the lease its namespace's policy shortened.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -51,7 +51,9 @@ class IdleStore(Protocol):
     async def open_episodes(self) -> dict[str, tuple[str, ...]]:
         """Live placements in an announced idle episode, with the GPUs they hold."""
 
-    async def end_episodes(self, placement_ids: Collection[str]) -> None: ...
+    async def end_episodes(self, busy_ms: Mapping[str, int]) -> None:
+        """End the episodes of these placements: a GPU of each reported busy at this
+        time (a later episode must begin after it to be announced)."""
 
     async def idle_lease_s(self, namespace: str) -> float | None: ...
 
@@ -89,7 +91,11 @@ class IdleWatch:
         self._next_ms = now_ms + self._check_ms
         store, tracker = self.store, self.tracker
         episodes = await store.open_episodes()
-        busy = [pid for pid, gpus in episodes.items() if tracker.is_busy(gpus, now_ms)]
+        busy = {
+            pid: at_ms
+            for pid, gpus in episodes.items()
+            if (at_ms := tracker.busy_at(gpus, now_ms)) is not None
+        }
         if busy:
             await store.end_episodes(busy)
         await store.cap_idle_leases()

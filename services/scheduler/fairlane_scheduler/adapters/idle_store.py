@@ -6,7 +6,7 @@ that inserted it writes the ``idle`` event to the outbox."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import asyncpg
@@ -23,21 +23,27 @@ __all__ = ["PostgresIdleStore"]
 # The live placements that hold any of $1, since when they hold their GPUs, and whether
 # their current idle episode was announced already.
 _HOLDERS = """SELECT p.*, coalesce(p.placed_at, p.created_at) AS held_since,
-           EXISTS (SELECT 1 FROM idle_placements i WHERE i.placement_id = p.id) AS announced
+           EXISTS (SELECT 1 FROM idle_placements i
+                   WHERE i.placement_id = p.id AND i.ended_at IS NULL) AS announced
     FROM placements p WHERE p.state = 'placed' AND EXISTS (
         SELECT 1 FROM allocations a
         WHERE a.live AND a.placement_id = p.id AND a.gpu_uuid = ANY ($1::text[]))"""
-_EPISODE = """INSERT INTO idle_placements (placement_id, idle_since, announced_at)
+# A new episode: none recorded, or the last one ended (busy) before this one began.
+_EPISODE = """INSERT INTO idle_placements AS i (placement_id, idle_since, announced_at)
     SELECT $1::uuid, $2, $3 WHERE EXISTS (
         SELECT 1 FROM placements WHERE id = $1::uuid AND state = 'placed')
-    ON CONFLICT DO NOTHING RETURNING placement_id"""
+    ON CONFLICT (placement_id) DO UPDATE
+        SET idle_since = EXCLUDED.idle_since, announced_at = EXCLUDED.announced_at,
+            ended_at = NULL
+        WHERE i.ended_at IS NOT NULL AND i.ended_at < EXCLUDED.idle_since
+    RETURNING placement_id"""
 # The lease of every live placement in an announced episode whose namespace has a
 # policy: at most idle_lease_s after the announcement (a renewal since is undone here).
 _CAP = """UPDATE placements p
     SET lease_expires_at = i.announced_at + make_interval(secs => q.idle_lease_s)
     FROM idle_placements i, idle_policies q
     WHERE i.placement_id = p.id AND q.namespace = p.namespace AND p.state = 'placed'
-      AND ($1::uuid IS NULL OR p.id = $1::uuid)
+      AND i.ended_at IS NULL AND ($1::uuid IS NULL OR p.id = $1::uuid)
       AND (p.lease_expires_at IS NULL
            OR p.lease_expires_at > i.announced_at + make_interval(secs => q.idle_lease_s))
     RETURNING p.id::text AS id, p.lease_expires_at"""
@@ -45,6 +51,7 @@ _OPEN = """SELECT i.placement_id::text AS id, array_agg(a.gpu_uuid ORDER BY a.gp
     FROM idle_placements i
     JOIN placements p ON p.id = i.placement_id AND p.state = 'placed'
     JOIN allocations a ON a.placement_id = i.placement_id AND a.live
+    WHERE i.ended_at IS NULL
     GROUP BY i.placement_id"""
 
 
@@ -85,10 +92,13 @@ class PostgresIdleStore:
     async def open_episodes(self) -> dict[str, tuple[str, ...]]:
         return {r["id"]: tuple(r["gpus"]) for r in await self._fetch(_OPEN)}
 
-    async def end_episodes(self, placement_ids: Collection[str]) -> None:
+    async def end_episodes(self, busy_ms: Mapping[str, int]) -> None:
         await self._fetch(
-            "DELETE FROM idle_placements WHERE placement_id = ANY ($1::uuid[])",
-            list(placement_ids),
+            """UPDATE idle_placements SET ended_at = t.busy
+               FROM unnest($1::uuid[], $2::timestamptz[]) AS t(id, busy)
+               WHERE placement_id = t.id AND ended_at IS NULL""",
+            list(busy_ms),
+            [utc(ms) for ms in busy_ms.values()],
         )
 
     async def idle_lease_s(self, namespace: str) -> float | None:

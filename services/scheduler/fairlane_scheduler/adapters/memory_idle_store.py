@@ -6,7 +6,7 @@ placements of an in-memory placement store, and writes its events there."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 
 from fairlane_scheduler.adapters.memory_store import MemoryStore
@@ -24,8 +24,13 @@ def _gpus(placement: Placement) -> tuple[str, ...]:
 class MemoryIdleStore:
     def __init__(self, store: MemoryStore) -> None:
         self._store = store
-        self.announced_ms: dict[str, int] = {}  # placement id -> when its episode was
+        #: placement id -> its last episode: when announced, and when it ended (busy)
+        self.episodes: dict[str, tuple[int, int | None]] = {}
         self.policies: dict[str, float] = {}  # namespace -> idle_lease_s
+
+    def _open(self) -> dict[str, int]:
+        """Placement id -> when its open episode was announced."""
+        return {pid: at for pid, (at, ended) in self.episodes.items() if ended is None}
 
     def _live(self, placement_id: str) -> Placement | None:
         placement = self._store.placements.get(placement_id)
@@ -34,9 +39,12 @@ class MemoryIdleStore:
     def _cap(self, placement_id: str) -> int | None:
         """The lease held to its policy's end; the new end when it moved, else None."""
         placement = self._live(placement_id)
-        if placement is None or (lease_s := self.policies.get(placement.namespace)) is None:
+        announced_ms = self._open().get(placement_id)
+        if placement is None or announced_ms is None:
             return None
-        end_ms = self.announced_ms[placement_id] + int(lease_s * 1000)
+        if (lease_s := self.policies.get(placement.namespace)) is None:
+            return None
+        end_ms = announced_ms + int(lease_s * 1000)
         lease = placement.lease_expires_at_ms
         if lease is not None and lease <= end_ms:
             return None
@@ -46,7 +54,7 @@ class MemoryIdleStore:
     async def idle_holders(self, gpus: Collection[str]) -> list[IdleHolder]:
         wanted = set(gpus)
         return [
-            IdleHolder(p, p.created_at_ms, p.id in self.announced_ms)
+            IdleHolder(p, p.created_at_ms, p.id in self._open())
             for p in self._store.placements.values()
             if p.is_live and wanted.intersection(_gpus(p))
         ]
@@ -54,26 +62,29 @@ class MemoryIdleStore:
     async def record_idle(
         self, placement: Placement, idle_since_ms: int, now_ms: int, policy: IdlePolicy
     ) -> bool:
-        if placement.id in self.announced_ms or self._live(placement.id) is None:
-            return False
-        self.announced_ms[placement.id] = now_ms
+        _, ended_ms = self.episodes.get(placement.id, (0, 0))
+        if ended_ms is None or ended_ms >= idle_since_ms or self._live(placement.id) is None:
+            return False  # open, or the last one ended after this one began
+        self.episodes[placement.id] = (now_ms, None)
         lease_ms = self._cap(placement.id)
         self._store.events.append(idle_event(placement, idle_since_ms, now_ms, policy, lease_ms))
         return True
 
     async def cap_idle_leases(self) -> list[str]:
-        return [pid for pid in list(self.announced_ms) if self._cap(pid) is not None]
+        return [pid for pid in self._open() if self._cap(pid) is not None]
 
     async def open_episodes(self) -> dict[str, tuple[str, ...]]:
         return {
             pid: _gpus(placement)
-            for pid in self.announced_ms
+            for pid in self._open()
             if (placement := self._live(pid)) is not None
         }
 
-    async def end_episodes(self, placement_ids: Collection[str]) -> None:
-        for pid in placement_ids:
-            self.announced_ms.pop(pid, None)
+    async def end_episodes(self, busy_ms: Mapping[str, int]) -> None:
+        open_ = self._open()
+        for pid, at_ms in busy_ms.items():
+            if pid in open_:
+                self.episodes[pid] = (open_[pid], at_ms)
 
     async def idle_lease_s(self, namespace: str) -> float | None:
         return self.policies.get(namespace)

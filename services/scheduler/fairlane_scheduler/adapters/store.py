@@ -342,7 +342,7 @@ class PostgresStore:
                           (SELECT i.announced_at + make_interval(secs => q.idle_lease_s)
                            FROM idle_placements i
                            JOIN idle_policies q ON q.namespace = p.namespace
-                           WHERE i.placement_id = p.id) AS idle_end
+                           WHERE i.placement_id = p.id AND i.ended_at IS NULL) AS idle_end
                    FROM placements p WHERE p.id = $1::uuid)
                UPDATE placements
                SET lease_expires_at = LEAST(

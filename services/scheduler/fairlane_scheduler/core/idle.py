@@ -17,7 +17,8 @@ namespace's policy, after the warning, shortens the placement's lease; nothing h
 releases anything.
 
 An episode is over when any GPU of the placement reports activity at or above the
-threshold (fresh): the placement may be announced again after another window of idling.
+threshold (fresh): the placement may be announced again after another window of idling
+that began after that record.
 """
 
 from __future__ import annotations
@@ -105,14 +106,17 @@ class IdleTracker:
             since = max(since, state.idle_since_ms)
         return since if since <= now_ms - self.policy.window_s * 1000 else None
 
-    def is_busy(self, gpus: Iterable[str], now_ms: int) -> bool:
-        """Whether some GPU of ``gpus`` reported fresh activity at or above the threshold:
-        the end of a placement's idle episode."""
-        for uuid in gpus:
-            state = self._gpus.get(uuid)
-            if state is not None and state.busy and self._fresh(state, now_ms):
-                return True
-        return False
+    def busy_at(self, gpus: Iterable[str], now_ms: int) -> int | None:
+        """When some GPU of ``gpus`` last reported fresh activity at or above the
+        threshold (the end of a placement's idle episode); None: none did."""
+        times = [
+            state.ts_ms
+            for uuid in gpus
+            if (state := self._gpus.get(uuid)) is not None
+            and state.busy
+            and self._fresh(state, now_ms)
+        ]
+        return max(times, default=None)
 
 
 def idle_event(
