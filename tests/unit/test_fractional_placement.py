@@ -9,7 +9,10 @@ import itertools
 from collections.abc import Callable
 from dataclasses import replace
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fairlane_scheduler.adapters.memory_store import MemoryStore
 from fairlane_scheduler.core.fleet import FleetView
@@ -17,7 +20,9 @@ from fairlane_scheduler.core.master_port import PortRange
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.core.placements import Placement, PlacementRequest
 from fairlane_scheduler.core.quota import Quota
+from fairlane_scheduler.core.share_decision import _on_nodes_with_room, _subset
 from fairlane_scheduler.core.shares import share_env
+from fairlane_scheduler.core.sharing import GpuRoom, RoomTable, ShareAsk, rank_rooms
 from fairlane_scheduler.errors import AllocationConflictError, NoCapacityError, QuotaExceededError
 from fairlane_scheduler.service import PlacementService
 from tests.factories import GIB, gpu_score
@@ -140,3 +145,29 @@ async def test_a_quota_counts_a_share_as_its_part_of_a_gpu() -> None:
     with pytest.raises(QuotaExceededError):
         await service.place(_request("c", 0.25))
     assert (await service.quota("team"))[1] == {"H100": 1.0}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 1000), st.integers(0, 4)),
+        min_size=1,
+        max_size=40,
+    ),
+    st.integers(1, 1000),
+)
+def test_leaving_out_nodes_without_room_changes_no_choice(
+    gpus: list[tuple[int, int, int]], milli: int
+) -> None:
+    """The rule ranks on nodes where some GPU has room only (``share_decision``): its
+    measure is per node, so the best GPU is the one it picks on the whole table."""
+    table = RoomTable.of(
+        [
+            GpuRoom(f"g{i}", f"n{node}", i, used, used * 80, 80_000, tenants, 1.0)
+            for i, (node, used, tenants) in enumerate(sorted(gpus))
+        ]
+    )
+    ask = ShareAsk(milli)
+    keep = _on_nodes_with_room(table, ask)
+    whole, part = rank_rooms(table, ask), rank_rooms(_subset(table, keep), ask)
+    assert np.flatnonzero(keep)[part].tolist() == whole.tolist()

@@ -117,19 +117,22 @@ def decide_share(
     rows, memory = rows[memory > 0], memory[memory > 0]
     table = _rooms(fleet, ledger, rows=rows, memory=memory, whole=whole[rows], shape=shape)
     ask = ShareAsk(milli, request.gpu_memory_mib)
-    ranked = rank_rooms(table, ask, mix, rule)
+    keep = _on_nodes_with_room(table, ask)
+    ranked = rank_rooms(_subset(table, keep), ask, mix, rule)
     if not len(ranked):
         rejected = rejections(masks, n)
         if room_less := int(np.count_nonzero(~whole[rows])):
             rejected[NO_ROOM] = room_less
         raise NoCapacityError(f"no GPU with room for a share of {milli}/1000", dict(rejected))
+    rows, memory = rows[keep], memory[keep]
     best = int(ranked[0])
     row, gpu_memory = int(rows[best]), int(memory[best])
     node = fleet.nodes[int(fleet.node[row])]
     port = next_free_port(ledger.ports(node), on.ports)
     if port is None:
         raise NoCapacityError(f"no free MASTER_PORT on {node}", {"ports": 1})
-    choice = Choice((NodeChoice(node, (row,)),), float(table.capacity[best]))
+    capacity = effective_capacity(fleet, shape, np.array([row]))
+    choice = Choice((NodeChoice(node, (row,)),), float(capacity[0]))
     placement = assemble(
         request, fleet, choice, port=port, placement_id=placement_id, now_ms=now_ms
     )
@@ -168,6 +171,29 @@ def _rooms(
         memory_mib=memory.astype(np.int64),
         tenants=tenants,
         capacity=effective_capacity(fleet, shape, rows).astype(np.float64),
+    )
+
+
+def _on_nodes_with_room(table: RoomTable, ask: ShareAsk) -> npt.NDArray[np.bool_]:
+    """The rows on nodes where some GPU has room for ``ask``: the rule's measure is per
+    node, so the other nodes change no candidate's rank and are left out of its work."""
+    room = (table.free_milli >= ask.milli) & (
+        table.free_memory_mib >= ask.memory_on(table.memory_mib)
+    )
+    on: npt.NDArray[np.bool_] = np.isin(table.node, table.node[room])
+    return on
+
+
+def _subset(table: RoomTable, keep: npt.NDArray[np.bool_]) -> RoomTable:
+    """``table``'s rows where ``keep``, its node codes renumbered from 0."""
+    _, nodes = np.unique(table.node[keep], return_inverse=True)
+    return RoomTable(
+        node=nodes.astype(np.int64),
+        used_milli=table.used_milli[keep],
+        used_memory_mib=table.used_memory_mib[keep],
+        memory_mib=table.memory_mib[keep],
+        tenants=table.tenants[keep],
+        capacity=table.capacity[keep],
     )
 
 
