@@ -65,11 +65,13 @@ def live_stack(
     scenario: str,
     scorer_settings: dict[str, str] | None = None,
     agent_flags: Sequence[str] = (),
+    scheduler_settings: dict[str, str] | None = None,
 ) -> Iterator[LiveStack]:
     """Scorer and scheduler first; the agent once the scheduler answers, so the
     scheduler sees the fleet from its first sample. ``scorer_settings``: more of the
     scorer's environment (a shorter history window, say); ``agent_flags``: more of the
-    agent's flags (slow GPUs, say)."""
+    agent's flags (slow GPUs, say); ``scheduler_settings``: more of the scheduler's
+    environment (a shorter idle window, say)."""
     (tmp / "scenario.toml").write_text(scenario)
     api_port, agent_port = free_port(), free_port()
     env, scorer_env = pipeline_env(kafka_bootstrap, prefix, tmp)
@@ -81,6 +83,7 @@ def live_stack(
         "FAIRLANE_ADMIN_TOKEN": TOKEN,
         "FAIRLANE_STALE_AFTER_S": "30",
         "FAIRLANE_STABILIZATION_S": "60",
+        **(scheduler_settings or {}),
     }
     agent_args = ["--node-prefix", prefix, "--scenario", str(tmp / "scenario.toml")]
     agent_args += ["--seed", "3", "--metrics-port", str(agent_port), "--backend", "sim"]
