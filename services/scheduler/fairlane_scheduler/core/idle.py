@@ -77,9 +77,6 @@ class IdleTracker:
         else:
             self._gpus[score.uuid] = GpuIdleness(score.ts_ms, None, busy=activity is not None)
 
-    def gpu(self, uuid: str) -> GpuIdleness | None:
-        return self._gpus.get(uuid)
-
     def _fresh(self, state: GpuIdleness, now_ms: int) -> bool:
         return state.ts_ms >= now_ms - self.policy.stale_after_s * 1000
 
