@@ -4,11 +4,12 @@ numpy demo job (``python -m fairlane.demo``) whose ranks sleep by their GPU's hi
 The placement is never leaked: released when the job ends, on SIGTERM to the launcher,
 on SIGKILL of the job, and left to its lease (which then expires) when the scheduler is
 gone. Progress lands on the topic with the placement's own GPUs; a degraded event
-reaches the job as SIGUSR1 and a file."""
+reaches the job as SIGUSR1 and a file, an idle one is a warning line."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import os
 import signal
@@ -332,7 +333,7 @@ def test_a_lost_lease_stops_the_job_and_exits_1(
     assert "fairlane.demo: stopped=True" in text
 
 
-def test_a_degraded_event_reaches_the_job_as_sigusr1_and_a_file(
+def test_an_idle_event_is_told_and_a_degraded_one_reaches_the_job_as_sigusr1_and_a_file(
     env: dict[str, str], scheduler: Scheduler, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     args = [*run_args(gpus=1), "--", *demo("--steps", "0", "--exit-on-degraded")]
@@ -342,18 +343,26 @@ def test_a_degraded_event_reaches_the_job_as_sigusr1_and_a_file(
         placement = scheduler.placement(placement_id)
         (node,) = placement["nodes"]
         uuid = node["gpus"][0]["uuid"]
-        event = PlacementEvent(
-            placement_id=placement_id,
-            job_id=str(placement["job_id"]),
-            namespace=str(placement["namespace"]),
-            event="degraded",
-            ts_ms=int(time.time() * 1000),
-            nodes=[],
-            slow_gpus=[SlowGpu(uuid=uuid, node=node["node"], speed=0.5, source="learned")],
+        now_ms = int(time.time() * 1000)
+        about = {
+            "placement_id": placement_id,
+            "job_id": str(placement["job_id"]),
+            "namespace": str(placement["namespace"]),
+            "ts_ms": now_ms,
+            "nodes": [],
+        }
+        idle = PlacementEvent(
+            **about, event="idle", idle_since_ms=now_ms - 600_000, lease_expires_ms=now_ms
         )
-        asyncio.run(publish_event(kafka_bootstrap, event))
+        asyncio.run(publish_event(kafka_bootstrap, idle))
+        run.wait_for(f"placement {placement_id} idle since")
+        slow = [SlowGpu(uuid=uuid, node=node["node"], speed=0.5, source="learned")]
+        degraded = PlacementEvent(**about, event="degraded", slow_gpus=slow)
+        asyncio.run(publish_event(kafka_bootstrap, degraded))
         assert run.exit_code() == 0, run.text()
     text = run.text()
+    lease_end = dt.datetime.fromtimestamp(now_ms / 1000, tz=dt.UTC).isoformat(timespec="seconds")
+    assert f"its namespace's idle policy ends the lease at {lease_end}" in text
     assert f"fairlane.demo: degraded: {uuid}=0.50" in text
     assert f"fairlane: warning: placement {placement_id} degraded: {uuid} on" in text
     assert_released(scheduler, placement_id)

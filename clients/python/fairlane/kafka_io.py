@@ -1,11 +1,12 @@
-"""The launcher's Kafka: progress out, degraded events in. Best effort, always.
+"""The launcher's Kafka: progress out, degraded and idle events in. Best effort, always.
 
 Kafka is never a reason for a job to stop or fail. :class:`ProgressPublisher` holds at
 most ``buffer`` records while Kafka is away (the oldest go first, counted) and says so
-in one warning line, and one more when it is back. :class:`DegradedWatcher` reads the
+in one warning line, and one more when it is back. :class:`PlacementWatcher` reads the
 placements topic without a consumer group (the ``fairlane-launcher`` principal may
 read the topic, not join groups): it assigns itself the one partition that holds the
-placement's key, starts at its end, and hands on the placement's ``degraded`` events.
+placement's key, starts at its end, and hands on the placement's ``degraded`` and
+``idle`` events.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from fairlane_events.records import JobProgress, PlacementEvent
 from fairlane_events.topics import JOB_PROGRESS, PLACEMENTS, STREAM_PARTITIONS
 from fairlane_runtime.kafka_security import KafkaSecurity
 
-__all__ = ["DegradedWatcher", "ProgressPublisher", "partition_of"]
+__all__ = ["WATCHED_EVENTS", "PlacementWatcher", "ProgressPublisher", "partition_of"]
 
 log = logging.getLogger("fairlane.launcher")
 
@@ -135,7 +136,11 @@ class ProgressPublisher:
         await self._drop_producer()
 
 
-class DegradedWatcher:
+#: The events of a running placement that its launcher acts on.
+WATCHED_EVENTS = ("degraded", "idle")
+
+
+class PlacementWatcher:
     """Follows the placement's partition of ``fairlane.placements.v1`` from its end."""
 
     def __init__(
@@ -143,14 +148,14 @@ class DegradedWatcher:
         bootstrap: str,
         security: KafkaSecurity,
         placement_id: str,
-        on_degraded: Callable[[PlacementEvent], None],
+        on_event: Callable[[PlacementEvent], None],
         *,
         retry_s: float,
     ) -> None:
         self._bootstrap = bootstrap
         self._security = security
         self._placement_id = placement_id
-        self._on_degraded = on_degraded
+        self._on_event = on_event
         self._retry_s = retry_s
         self.settled = asyncio.Event()  # positioned, or the first attempt failed
 
@@ -203,5 +208,5 @@ class DegradedWatcher:
                     event = decode(PlacementEvent, message.value)
                 except DecodeError:  # the scorer dead-letters it; the job has no use for it
                     continue
-                if event.event == "degraded":
-                    self._on_degraded(event)
+                if event.event in WATCHED_EVENTS:
+                    self._on_event(event)

@@ -3,6 +3,7 @@
     place ──► start one child per node ──► wait: all exited | one failed | signal | lease lost
       │            │ progress socket ──► window ──► fairlane.job-progress.v1 (best effort)
       │            │ placements topic ──► degraded ──► file + signal to the job
+      │            │                  └──► idle ──► a warning (and the lease's new end)
       │            └ renew every lease/3
       └──────────────────────────────────► release (bounded retries), always
 
@@ -31,7 +32,7 @@ from fairlane.client import AsyncClient
 from fairlane.degraded import notify_handlers, write_degraded
 from fairlane.env import node_env
 from fairlane.errors import ApiError, ClientError, UnreachableError
-from fairlane.kafka_io import DegradedWatcher, ProgressPublisher
+from fairlane.kafka_io import PlacementWatcher, ProgressPublisher
 from fairlane.models import Placement, PlacementRequest
 from fairlane.settings import LauncherSettings
 from fairlane_events.records import PlacementEvent
@@ -100,6 +101,22 @@ class _Run:
         log.warning("%s: stopping the job (grace %.0f s)", signum.name, self.spec.grace_s)
         self.stopped_by = signum
         self.stop.set()
+
+    def on_event(self, event: PlacementEvent) -> None:
+        if event.event == "idle":
+            self.on_idle(event)
+        else:
+            self.on_degraded(event)
+
+    def on_idle(self, event: PlacementEvent) -> None:
+        since = _when(event.idle_since_ms)
+        if event.lease_expires_ms is None:
+            then = "nothing is released unless its namespace's idle policy says so"
+        else:
+            then = f"its namespace's idle policy ends the lease at {_when(event.lease_expires_ms)}"
+        log.warning(
+            "placement %s idle since %s (its GPUs near-idle); %s", event.placement_id, since, then
+        )
 
     def on_degraded(self, event: PlacementEvent) -> None:
         slow = ", ".join(
@@ -173,8 +190,8 @@ class _Run:
         publisher = ProgressPublisher(
             bootstrap, security, buffer=settings.progress_buffer, retry_s=settings.kafka_retry_s
         )
-        watcher = DegradedWatcher(
-            bootstrap, security, placement.id, self.on_degraded, retry_s=settings.kafka_retry_s
+        watcher = PlacementWatcher(
+            bootstrap, security, placement.id, self.on_event, retry_s=settings.kafka_retry_s
         )
         loop = asyncio.get_running_loop()
         with tempfile.TemporaryDirectory(prefix="fairlane-") as tmp:
