@@ -10,6 +10,7 @@ The fleet: one node with 2 healthy H100s (node 0); a second Node has no Fairlane
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -31,12 +32,30 @@ fairlane = stack_fixture("k8s-share", SCENARIO)
 H100_MIB = 80 * 1024
 
 
+PODS = [*(f"share-{i}" for i in range(4)), "whole-0", "whole-1"]
+
+
 @pytest.fixture(scope="module")
-def stack(fairlane: FairlaneStack) -> FairlaneStack:
+def stack(fairlane: FairlaneStack) -> Iterator[FairlaneStack]:
     for n in range(2):
         fairlane.kube.gpu_node(fairlane.node(n), 2)
     wait_for("node 0's 2 free GPUs", lambda: fairlane.gpu_states(0).get("free") == 2, 120)
-    return fairlane
+    yield fairlane
+    for name in PODS:  # none left for later modules, should a test fail halfway
+        fairlane.kube.delete_pod(name)
+
+
+def pod(stack: FairlaneStack, name: str, *, share: int = 0, gpus: int = 0) -> None:
+    """A pod that may go to this module's two nodes only: earlier modules' fleets may
+    still have fresh scores (the scores topic is the session's), and their Nodes stay."""
+    term = {
+        "key": "kubernetes.io/hostname",
+        "operator": "In",
+        "values": [stack.node(0), stack.node(1)],
+    }
+    required = {"nodeSelectorTerms": [{"matchExpressions": [term]}]}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
+    stack.kube.pod(name, gpus=gpus, share=share, affinity=affinity)
 
 
 def pod_annotations(kube: Kube, name: str) -> dict[str, str]:
@@ -58,9 +77,9 @@ def slot(stack: FairlaneStack, pod: dict[str, str]) -> Any:
 def test_shares_fill_one_gpu_never_past_it_and_whole_pods_stay_off_it(
     stack: FairlaneStack,
 ) -> None:
-    kube, shares = stack.kube, [f"share-{i}" for i in range(3)]
+    kube, shares = stack.kube, PODS[:3]
     for name in shares:
-        kube.pod(name, share=300)
+        pod(stack, name, share=300)
     wait_for("three shares bound", lambda: all(kube.node_of(n) for n in shares))
     assert {kube.node_of(n) for n in shares} == {stack.node(0)}
     notes = {name: pod_annotations(kube, name) for name in shares}
@@ -71,14 +90,14 @@ def test_shares_fill_one_gpu_never_past_it_and_whole_pods_stay_off_it(
         gpu = slot(stack, note)
         assert (gpu["uuid"], gpu["share"], gpu["memory_mib"]) == (shared, 0.3, H100_MIB * 3 // 10)
 
-    kube.pod("whole-0", gpus=1)  # the other GPU, which no share holds
+    pod(stack, "whole-0", gpus=1)  # the other GPU, which no share holds
     assert wait_for("whole-0 bound", lambda: kube.node_of("whole-0")) == stack.node(0)
-    kube.pod("share-3", share=300)  # 100/1000 left on the shared GPU, the other is whole-0's
+    pod(stack, "share-3", share=300)  # 100/1000 left on the shared GPU, the other is whole-0's
     message = wait_for("share-3 refused", lambda: kube.unschedulable("share-3"))
     detail = stack.api(f"/v1/nodes/{stack.node(0)}")  # the GPUs, should this fail
     assert "no GPU with 300/1000 free (most free on one GPU: 100/1000" in message, (message, detail)
     assert "no GPU scores from Fairlane" in message, message  # node 1
-    kube.pod("whole-1", gpus=1)  # the shared GPU is no whole GPU
+    pod(stack, "whole-1", gpus=1)  # the shared GPU is no whole GPU
     message = wait_for("whole-1 refused", lambda: kube.unschedulable("whole-1"))
     assert "0 of 1 GPUs free to take (1 placed by Fairlane, 1 held by Kubernetes pods)" in message
 
