@@ -190,3 +190,12 @@ def test_holds_and_releases_updated_in_place_equal_summaries_built_afresh(
             afresh.refresh(fleet, policy, now)
             assert _fields(summaries) == _fields(afresh), (step, policy)
     assert sum(in_place) > 50
+
+
+def test_a_fleet_with_no_scores_yet_is_summarised_as_empty() -> None:
+    """As at a scheduler's start, before the first score record: no node, no error."""
+    fleet = FleetView(StabilityPolicy(threshold=0.65, window_s=20))
+    for policy in POLICIES:
+        summaries = NodeSummaries()
+        summaries.refresh(fleet, policy, NOW)
+        assert summaries.unknown == 0

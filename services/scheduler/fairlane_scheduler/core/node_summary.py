@@ -305,7 +305,7 @@ class NodeSummaries:
         node = fleet.node[:n]
         counts = np.bincount(node, minlength=width)
         order = np.argsort(node, kind="stable")
-        starts = np.r_[0, np.cumsum(counts)[:-1]]
+        starts = np.cumsum(counts) - counts  # empty for an empty fleet
         slot = np.arange(n) - np.repeat(starts, counts)
         slots = max(int(counts.max(initial=0)), 1)
         self.rows = np.full((width + 1, slots), -1, dtype=np.intp)
