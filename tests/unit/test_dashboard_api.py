@@ -23,9 +23,12 @@ from fairlane_scheduler.adapters.dashboard_feed import DashboardFeed
 from fairlane_scheduler.api import dashboard
 from fairlane_scheduler.api.auth import Caller, TokenTable
 from fairlane_scheduler.api.errors import install_error_handlers
+from fairlane_scheduler.core.dashboard import SharedGpus
 from fairlane_scheduler.core.fleet import FleetView
+from fairlane_scheduler.core.ledger import Holding, Ledger
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.core.placements import Placement
+from fairlane_scheduler.core.shares import GpuUse
 from fairlane_scheduler.settings import SchedulerSettings
 from tests.factories import gpu_score
 
@@ -49,7 +52,9 @@ def placement(pid: str, namespace: str, uuid: str) -> Placement:
 PLACEMENTS = [placement("p1", "team-a", "GPU-a-0"), placement("p2", "team-b", "GPU-a-1")]
 
 
-def make_feed(fleet: FleetView, idle: frozenset[str] = frozenset()) -> DashboardFeed:
+def make_feed(
+    fleet: FleetView, idle: frozenset[str] = frozenset(), shares: SharedGpus | None = None
+) -> DashboardFeed:
     async def lists() -> tuple[Sequence[Placement], Sequence[Placement]]:
         return PLACEMENTS, []
 
@@ -63,6 +68,7 @@ def make_feed(fleet: FleetView, idle: frozenset[str] = frozenset()) -> Dashboard
         clock_ms=lambda: NOW,
         outage=OutageLog(logging.getLogger("test"), "dashboard", failures),
         idle=lambda: idle,
+        shares=shares,
     )
 
 
@@ -196,4 +202,17 @@ async def test_a_placement_in_an_idle_episode_is_marked_idle(fleet: FleetView) -
     events = dashboard.frame_events(feed, Caller(None))
     rows = {p["id"]: p["idle"] for p in data(await anext(events))["placements"]}
     assert rows == {"p1": False, "p2": True}
+    await events.aclose()
+
+
+async def test_a_gpu_the_ledger_knows_shared_is_sent_with_its_share(fleet: FleetView) -> None:
+    ledger = Ledger(fleet)
+    ledger.commit(
+        Holding("p1", "team-a", "node-a", 29500, ("GPU-a-0",), ("",), GpuUse(400, 8192, 1))
+    )
+    feed = make_feed(fleet, shares=ledger)
+    await feed.tick()
+    events = dashboard.frame_events(feed, Caller(None))
+    cells = data(await anext(events))["rows"]["node-a"]
+    assert [c.get("sh") for c in cells] == [[0.4, 1, 8192, 80 * 1024], None]
     await events.aclose()

@@ -1,14 +1,19 @@
 """The dashboard's frames: the API's GPU states, drawn once for the whole fleet, and
-diffs that carry only the rows whose visible values moved."""
+diffs that carry only the rows whose visible values moved; a GPU that fractional
+placements share shows their share, count and memory, from the placement ledger."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fairlane_scheduler.core.dashboard import ScoreHistory, diff_frames, rows_of
+from fairlane_events.records import GpuSlot, NodeAssignment
+from fairlane_scheduler.core.dashboard import ScoreHistory, diff_frames, placement_row, rows_of
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
+from fairlane_scheduler.core.ledger import Holding, Ledger
 from fairlane_scheduler.core.nodes import fleet_gpu_states, gpu_states
 from fairlane_scheduler.core.placement import PlacementPolicy
+from fairlane_scheduler.core.placements import Placement
+from fairlane_scheduler.core.shares import GpuUse
 from tests.factories import gpu_score, gpu_speed
 
 NOW = 1_700_000_000_000
@@ -28,6 +33,14 @@ def rows(
     fleet: FleetView, allocated: frozenset[str] = frozenset(), now: int = NOW
 ) -> dict[str, list[dict[str, Any]]]:
     return rows_of(fleet, fleet_gpu_states(fleet, allocated, POLICY, now))
+
+
+def holding(pid: str, uuid: str, share: GpuUse | None = None) -> Holding:
+    return Holding(pid, "team", "a", 29500, (uuid,), ("H100-80GB",), share)
+
+
+def ledger_rows(fleet: FleetView, ledger: Ledger) -> dict[str, list[dict[str, Any]]]:
+    return rows_of(fleet, fleet_gpu_states(fleet, ledger.gpus, POLICY, NOW), ledger)
 
 
 def test_fleet_states_are_the_per_node_api_answer_for_every_node() -> None:
@@ -103,3 +116,58 @@ def test_a_cell_shows_its_learned_speeds_per_class_and_their_change_is_a_diff() 
     after = rows(fleet)
     assert after["a"][0]["ls"] == {"bert": [0.812, 14, 0.46], "resnet50": [1.02, 3, 0.46]}
     assert diff_frames(before, after) == ({"a": after["a"]}, [])
+
+
+def test_a_shared_gpu_shows_its_tenants_share_and_memory_and_a_whole_one_does_not() -> None:
+    fleet = fleet_of(("a", 0, 0.9), ("a", 1, 0.9), ("a", 2, 0.9))
+    ledger = Ledger(fleet)
+    ledger.commit(holding("s1", "GPU-a-0", GpuUse(300, 4096, 1)))
+    ledger.reserve(holding("s2", "GPU-a-0", GpuUse(250, 2048, 1)))  # in flight: counted
+    ledger.commit(holding("w1", "GPU-a-1"))
+    before = ledger_rows(fleet, ledger)
+    shared, whole, free = before["a"]
+    assert shared["sh"] == [0.55, 2, 6144, 80 * 1024]  # memory as the score record reports
+    assert shared["st"] == whole["st"] == "allocated"  # the filter's state, as the API says
+    assert "sh" not in whole
+    assert "sh" not in free
+    # A tenant leaving is a visible change; the last one leaving frees the GPU.
+    ledger.release("s1")
+    after = ledger_rows(fleet, ledger)
+    assert after["a"][0]["sh"] == [0.25, 1, 2048, 80 * 1024]
+    assert diff_frames(before, after) == ({"a": after["a"]}, [])
+    ledger.unreserve("s2")
+    assert ledger_rows(fleet, ledger)["a"][0] == rows(fleet)["a"][0]
+
+
+def test_a_shared_gpu_without_a_reported_memory_shows_its_models() -> None:
+    fleet = FleetView(StabilityPolicy(0.65, 120))
+    fleet.apply(
+        gpu_score(
+            node="a", uuid="GPU-a-0", model="A100-40GB", mem_total_bytes=0, score=0.9, ts_ms=NOW
+        )
+    )
+    ledger = Ledger(fleet)
+    ledger.commit(holding("s1", "GPU-a-0", GpuUse(500, 20480, 1)))
+    ledger.commit(holding("s2", "GPU-gone", GpuUse(500, 1, 1)))  # not in the fleet: no cell
+    assert ledger_rows(fleet, ledger)["a"][0]["sh"] == [0.5, 1, 20480, 40 * 1024]
+
+
+def test_a_fractional_placement_is_listed_with_its_share_and_memory() -> None:
+    def placement(slot: GpuSlot) -> Placement:
+        node = NodeAssignment(
+            node="a",
+            node_rank=0,
+            gpus=[slot],
+            cuda_visible_devices="0",
+            master_addr="a",
+            master_port=29500,
+            world_size=1,
+        )
+        return Placement("p", "job", "team", "placed", NOW, (node,), "f")
+
+    fractional = placement_row(
+        placement(GpuSlot(uuid="GPU-a-0", index=0, share=0.3, memory_mib=4096))
+    )
+    assert (fractional["gpus"], fractional["share"], fractional["memory_mib"]) == (1, 0.3, 4096)
+    whole = placement_row(placement(GpuSlot(uuid="GPU-a-0", index=0)))
+    assert (whole["share"], whole["memory_mib"]) == (None, None)

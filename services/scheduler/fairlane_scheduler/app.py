@@ -108,7 +108,8 @@ async def _start_dashboard(
     security: KafkaSecurity,
 ) -> tuple[DashboardFeed, DeadLetterTally]:
     """The dashboard's frames, drawn from what the API answers from (idle placements
-    marked), and the tally of dead letters it shows."""
+    marked, shared GPUs' tenants from the placement service's ledger), and the tally of
+    dead letters it shows."""
     dead_letters = DeadLetterTally(bootstrap, security=security)
     await dead_letters.start()
     follower, service, live_gpus = runtime.follower, runtime.service, runtime.live_gpus
@@ -131,6 +132,7 @@ async def _start_dashboard(
         clock_ms=now_ms,
         outage=runtime.metrics.outage("dashboard", "postgres"),
         idle=lambda: idle.idle,
+        shares=service.ledger,
     )
     await feed.start()
     return feed, dead_letters

@@ -1,6 +1,7 @@
 """The dashboard's one producer of frames: every ``interval_s`` it draws the fleet from
-the same fleet view, allocation cache and filter the API answers from, reads live and
-pending placements from Postgres once, and wakes every open page.
+the same fleet view, allocation cache and filter the API answers from (shared GPUs from
+the placement service's in-memory ledger), reads live and pending placements from
+Postgres once, and wakes every open page.
 
 However many pages are open, the fleet is drawn and Postgres read once per interval,
 and not at all while nobody watches (the score history is kept regardless, so a page
@@ -15,7 +16,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Map
 
 from fairlane_runtime.background import BackgroundLoop
 from fairlane_runtime.outage import OutageLog
-from fairlane_scheduler.core.dashboard import Frame, ScoreHistory, rows_of
+from fairlane_scheduler.core.dashboard import Frame, ScoreHistory, SharedGpus, rows_of
 from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.nodes import fleet_gpu_states
 from fairlane_scheduler.core.placement import PlacementPolicy
@@ -41,6 +42,7 @@ class DashboardFeed(BackgroundLoop):
         clock_ms: Callable[[], int],
         outage: OutageLog,
         idle: Callable[[], frozenset[str]] = frozenset,
+        shares: SharedGpus | None = None,
         interval_s: float = 1.0,
     ) -> None:
         super().__init__("dashboard-feed")
@@ -52,6 +54,7 @@ class DashboardFeed(BackgroundLoop):
         self._clock_ms = clock_ms
         self._outage = outage
         self._idle = idle  # the placements in an idle episode (the idle watch's last round)
+        self._shares = shares  # what fractional placements hold of each GPU they share
         self._interval_s = interval_s
         self.history = ScoreHistory()
         self.watchers = 0
@@ -75,7 +78,7 @@ class DashboardFeed(BackgroundLoop):
     async def _draw(self) -> None:
         now = self._clock_ms()
         states = fleet_gpu_states(self._fleet, self._allocated(), self.policy, now)
-        rows = rows_of(self._fleet, states)
+        rows = rows_of(self._fleet, states, self._shares)
         last = self.latest
         placements, pending = (last.placements, last.pending) if last else ((), ())
         try:

@@ -6,23 +6,31 @@ component breakdown. Frames are compared node by node, so a browser that has the
 frame receives only the rows that changed. Values are rounded to what the page shows and
 the sample time is left out of a cell, so a GPU whose score did not visibly move costs
 nothing on the wire, however often its samples arrive.
+
+A GPU that fractional placements share (issue 29) is told by its cell's ``sh``: the
+share its tenants hold together, how many they are, and their memory of the GPU's, read
+from the placement service's in-memory ledger (the view the share decisions take), not
+from Postgres.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from fairlane_events.records import GpuScore, GpuSpeed
 from fairlane_scheduler.core.fleet import FleetView, ScorePoint
 from fairlane_scheduler.core.nodes import GpuState
 from fairlane_scheduler.core.placements import Placement
+from fairlane_scheduler.core.share_decision import gpu_memory_mib
+from fairlane_scheduler.core.shares import SHARE_SCALE, GpuUse
 
 __all__ = [
     "Frame",
     "ScoreHistory",
+    "SharedGpus",
     "cell",
     "diff_frames",
     "display_state",
@@ -36,6 +44,16 @@ Rows = dict[str, list[Cell]]  # node -> its GPUs' cells, by index
 _FILTER_STATES = {"score below threshold": "below threshold"}
 
 
+class SharedGpus(Protocol):
+    """The GPUs fractional placements share and what each one's tenants hold (the
+    placement service's :class:`~fairlane_scheduler.core.ledger.Ledger`)."""
+
+    @property
+    def shared_gpus(self) -> Collection[str]: ...
+
+    def shares(self, uuid: str) -> GpuUse: ...
+
+
 def display_state(gpu: GpuState) -> str:
     """The filter's state, except that a GPU whose health gate is shut (uncorrected ECC
     errors, pending row remaps, lost) says so: that, not its low score, is why."""
@@ -45,10 +63,16 @@ def display_state(gpu: GpuState) -> str:
     return _FILTER_STATES.get(gpu.state, gpu.state)
 
 
-def cell(gpu: GpuState, speeds: Mapping[str, GpuSpeed] | None = None) -> Cell:
+def cell(
+    gpu: GpuState,
+    speeds: Mapping[str, GpuSpeed] | None = None,
+    shared: tuple[GpuUse, int] | None = None,
+) -> Cell:
     """One GPU as the page draws it (short keys: 8,000 of these make the first frame);
     ``speeds``: its learned speeds by job class, as ``ls``: class -> [speed, reports,
-    confidence] (absent when nothing is learned, as on most GPUs)."""
+    confidence] (absent when nothing is learned, as on most GPUs); ``shared``: what its
+    fractional tenants hold and the GPU's memory in MiB, as ``sh``: [share, tenants,
+    memory MiB, GPU memory MiB] (absent on a GPU no share is on)."""
     drawn = {
         "u": gpu.uuid,
         "i": gpu.index,
@@ -64,19 +88,39 @@ def cell(gpu: GpuState, speeds: Mapping[str, GpuSpeed] | None = None) -> Cell:
             job_class: [round(s.speed, 3), s.reports, round(s.confidence, 2)]
             for job_class, s in sorted(speeds.items())
         }
+    if shared is not None:
+        use, gpu_memory = shared
+        drawn["sh"] = [use.milli / SHARE_SCALE, use.tenants, use.memory_mib, gpu_memory]
     return drawn
 
 
-def rows_of(fleet: FleetView, states: Mapping[str, Sequence[GpuState]]) -> Rows:
-    """Every node's cells, from the filter's states of its GPUs and the fleet's learned
-    speeds."""
+def rows_of(
+    fleet: FleetView, states: Mapping[str, Sequence[GpuState]], shares: SharedGpus | None = None
+) -> Rows:
+    """Every node's cells, from the filter's states of its GPUs, the fleet's learned
+    speeds and what fractional placements hold of the GPUs they share (``shares``)."""
     learned = fleet.speed_records
-    return {node: [cell(g, learned.get(g.uuid)) for g in gpus] for node, gpus in states.items()}
+    shared = {} if shares is None else _shared_cells(fleet, shares)
+    return {
+        node: [cell(g, learned.get(g.uuid), shared.get(g.uuid)) for g in gpus]
+        for node, gpus in states.items()
+    }
+
+
+def _shared_cells(fleet: FleetView, shares: SharedGpus) -> dict[str, tuple[GpuUse, int]]:
+    """Each shared GPU of the fleet: its tenants' use and its memory (only the shared
+    GPUs are looked at, not the whole fleet)."""
+    uuids = [u for u in shares.shared_gpus if u in fleet.row]
+    memory = gpu_memory_mib(fleet, fleet.rows_of(uuids)).tolist()
+    return {u: (shares.shares(u), int(m)) for u, m in zip(uuids, memory, strict=True)}
 
 
 def placement_row(placement: Placement, *, idle: bool = False) -> dict[str, Any]:
     """A placement as the page lists it; ``idle``: in an announced idle episode (its
-    GPUs all near-idle for the idle window, core/idle.py)."""
+    GPUs all near-idle for the idle window, core/idle.py). A fractional placement's
+    ``share`` and ``memory_mib`` are its one GPU's slot's (null for whole GPUs)."""
+    slots = [g for n in placement.nodes for g in n.gpus]
+    fractional = slots[0] if slots and slots[0].share is not None else None
     return {
         "id": placement.id,
         "job": placement.job_id,
@@ -87,6 +131,8 @@ def placement_row(placement: Placement, *, idle: bool = False) -> dict[str, Any]
         "gpus": sum(len(n.gpus) for n in placement.nodes),
         "nodes": {n.node: [g.uuid for g in n.gpus] for n in placement.nodes},
         "idle": idle,
+        "share": None if fractional is None else fractional.share,
+        "memory_mib": None if fractional is None else fractional.memory_mib,
     }
 
 

@@ -21,11 +21,19 @@
     return e;
   }
   function stateText(c) { return c.st === "cooling" && c.r ? `cooling until ${clock(c.r)}` : c.st; }
+  // A GPU fractional placements share (issue 29): c.sh = [share, tenants, memory MiB, GPU's MiB].
+  function shareText(c) {
+    if (!c.sh) return "";
+    const [share, tenants, memory, total] = c.sh;
+    return `${share.toFixed(2)} shared, ${tenants} tenant${tenants === 1 ? "" : "s"}, memory ${memory} of ${total} MiB`;
+  }
+  function placementGpus(p) { return p.share == null ? p.gpus : `${p.share.toFixed(2)} of 1 (${p.memory_mib} MiB)`; }
   function tooltip(node, c) {
     const parts = Object.entries(c.c).map(([k, v]) => `${k}: ${v == null ? "n/a" : v.toFixed(2)}`);
     const learned = Object.entries(c.ls || {}).map(
       ([k, [speed, reports, confidence]]) => `learned ${k}: ${speed.toFixed(3)} (${reports} reports, confidence ${confidence.toFixed(2)})`);
-    return `${node} GPU ${c.i} (${c.m})\nscore ${c.s.toFixed(3)}, ${stateText(c)}\n${[...parts, ...learned].join("\n")}`;
+    const shared = c.sh ? [shareText(c)] : [];
+    return `${node} GPU ${c.i} (${c.m})\nscore ${c.s.toFixed(3)}, ${stateText(c)}\n${[...shared, ...parts, ...learned].join("\n")}`;
   }
 
   function drawRow(node, cells) {
@@ -40,10 +48,18 @@
     row.el.querySelectorAll(".cell").forEach((c) => c.remove());
     for (const c of cells) {
       const e = el("span", null, {
-        class: `cell ${cls(c.st)}${c.u === selected ? " selected" : ""}`,
+        class: `cell ${cls(c.st)}${c.sh ? " shared" : ""}${c.u === selected ? " selected" : ""}`,
         "data-uuid": c.u, "data-state": c.st, "data-score": c.s, title: tooltip(node, c),
       });
       e.style.background = colour(c.s);
+      if (c.sh) {
+        // The used share fills the tile from the bottom; the rest shows the score's colour.
+        e.dataset.share = c.sh[0];
+        e.dataset.tenants = c.sh[1];
+        const fill = el("span", null, { class: "share-fill" });
+        fill.style.height = `${Math.round(c.sh[0] * 100)}%`;
+        e.appendChild(fill);
+      }
       e.addEventListener("click", () => select(c.u));
       row.el.appendChild(e);
       byUuid.set(c.u, { node, cell: c, el: e });
@@ -69,8 +85,13 @@
   function summary() {
     const counts = {};
     let gpus = 0;
-    for (const { cell } of byUuid.values()) { counts[cell.st] = (counts[cell.st] || 0) + 1; gpus++; }
-    const text = Object.entries(counts).sort().map(([k, v]) => `${v} ${k}`).join(", ");
+    let shared = 0;
+    for (const { cell } of byUuid.values()) {
+      counts[cell.st] = (counts[cell.st] || 0) + 1;
+      gpus++;
+      if (cell.sh) shared++;
+    }
+    const text = Object.entries(counts).sort().map(([k, v]) => `${v} ${k}`).join(", ") + (shared ? ` (${shared} shared)` : "");
     $("summary").textContent = `${rows.size} nodes, ${gpus} GPUs: ${text} (threshold ${threshold})`;
   }
 
@@ -95,6 +116,8 @@
     $("detail").hidden = false;
     $("detail-title").textContent = `${node} · GPU ${c.i} · ${c.m}`;
     $("detail-state").textContent = `score ${c.s.toFixed(3)} (capacity ${c.e}), ${stateText(c)} — ${c.u}`;
+    $("detail-share").hidden = !c.sh;
+    $("detail-share").textContent = shareText(c);
     const table = $("detail-components");
     table.replaceChildren();
     for (const [k, v] of Object.entries(c.c)) {
@@ -152,7 +175,7 @@
     (frame.removed || []).forEach(removeRow);
     if (frame.placements) {
       $("placements-count").textContent = `${frame.placements.length} live`;
-      table("placements", frame.placements, (p) => [p.job + (p.idle ? " (idle)" : ""), p.ns, p.gpus, Object.keys(p.nodes).join(", "), clock(p.created_ms), clock(p.lease_ms)]);
+      table("placements", frame.placements, (p) => [p.job + (p.idle ? " (idle)" : ""), p.ns, placementGpus(p), Object.keys(p.nodes).join(", "), clock(p.created_ms), clock(p.lease_ms)]);
       // An idle placement (its GPUs near-idle for the idle window): its row and GPUs marked.
       byUuid.forEach((c) => c.el.classList.remove("idle"));
       for (const p of frame.placements) {
@@ -160,7 +183,7 @@
         for (const uuids of Object.values(p.nodes)) uuids.forEach((u) => {
           const found = byUuid.get(u);
           if (!found) return;
-          found.el.title += `\nplacement ${p.job} (${p.ns})${p.idle ? ", idle" : ""}`;
+          found.el.title += `\nplacement ${p.job} (${p.ns})${p.share == null ? "" : `, share ${p.share.toFixed(2)}`}${p.idle ? ", idle" : ""}`;
           if (p.idle) found.el.classList.add("idle");
         });
       }
