@@ -4,8 +4,9 @@ running as processes on real Kafka and Postgres.
 
 The page logs in with the admin token, shows the simulated fleet, sees a GPU of the hot
 node go from free to below the threshold, then to cooling, without a reload, and
-shows a placement made through the API, a node sample the scorer dead-lettered and a
-GPU's learned speed.
+shows a placement made through the API, two fractional ones (issue 29) on a GPU drawn
+as shared by their share, a node sample the scorer dead-lettered and a GPU's learned
+speed.
 It leaves a screenshot in docs/dashboard.png.
 """
 
@@ -14,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -95,6 +98,16 @@ async def until(page: Page, expression: str, timeout_s: float) -> None:
         await asyncio.sleep(0.25)
 
 
+async def place(stack: LiveStack, request: dict[str, Any]) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=stack.url, timeout=10) as api:
+        answer = await api.post(
+            "/v1/placements", json=request, headers={"Authorization": f"Bearer {stack.token}"}
+        )
+    assert answer.status_code == 201, answer.text
+    placement: dict[str, Any] = answer.json()
+    return placement
+
+
 async def dead_letters_shown(page: Page, selector: str) -> int:
     shown = await page.query_selector(selector)
     return 0 if shown is None else int(await shown.inner_text())
@@ -128,14 +141,7 @@ async def test_the_dashboard_shows_the_fleet_live(
 
     # A placement made through the API shows up, and its GPUs turn allocated.
     started = time.monotonic()
-    async with httpx.AsyncClient(base_url=stack.url, timeout=10) as api:
-        answer = await api.post(
-            "/v1/placements",
-            json={"job_id": "dash-job", "gpus_per_node": 2, "models": [MODEL]},
-            headers={"Authorization": f"Bearer {stack.token}"},
-        )
-    assert answer.status_code == 201, answer.text
-    placement = answer.json()
+    placement = await place(stack, {"job_id": "dash-job", "gpus_per_node": 2, "models": [MODEL]})
     (node,) = placement["nodes"]
     assert node["node"] == calm_node
     await page.wait_for_selector(f'#placements tr[data-placement-id="{placement["id"]}"]')
@@ -143,6 +149,30 @@ async def test_the_dashboard_shows_the_fleet_live(
         await page.wait_for_selector(f'.cell[data-uuid="{gpu["uuid"]}"][data-state="allocated"]')
     assert time.monotonic() - started < 10
     assert await page.evaluate("window.__notReloaded") is True
+
+    # Two shares of 0.3: each GPU they took is drawn shared, filled and labelled by what
+    # its tenants hold together, and each placement is listed with its share.
+    shares = [
+        await place(
+            stack,
+            {"job_id": f"dash-share-{i}", "gpus_per_node": 1, "gpu_share": 0.3, "models": [MODEL]},
+        )
+        for i in range(2)
+    ]
+    tenants = Counter(p["nodes"][0]["gpus"][0]["uuid"] for p in shares)
+    for uuid, count in tenants.items():
+        shared = f'.cell.shared[data-uuid="{uuid}"][data-tenants="{count}"]'
+        await page.wait_for_selector(shared, timeout=10_000)
+        title = await page.get_attribute(shared, "title") or ""
+        assert f"{0.3 * count:.2f} shared, {count} tenant" in title
+        assert await page.get_attribute(f"{shared} .share-fill", "style") == (
+            f"height: {round(30 * count)}%;"
+        )
+    for share in shares:
+        slot = share["nodes"][0]["gpus"][0]
+        row = f'#placements tr[data-placement-id="{share["id"]}"]'
+        await page.wait_for_selector(row)
+        assert f"0.30 of 1 ({slot['memory_mib']} MiB)" in await page.inner_text(row)
 
     # A node sample the scorer cannot read is dead-lettered, and counted on the page.
     counter = f'[data-counter="dead-lettered from {NODE_SAMPLES}"]'
