@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fairlane_eval.__main__ import main
 from fairlane_eval.core.alibaba_gpu import (
@@ -19,6 +21,7 @@ from fairlane_eval.core.alibaba_gpu import (
     shipped_pods,
 )
 from fairlane_eval.core.sharing_study import (
+    STUDY_RULES,
     StudyConfig,
     StudyRule,
     StudyRun,
@@ -200,3 +203,30 @@ def test_the_sharing_command_refuses_bad_options_in_one_line(
 ) -> None:
     assert main(["sharing", "--seeds", "1", *extra]) == 2
     assert message in capsys.readouterr().err
+
+
+@given(
+    st.lists(st.integers(1, 4), min_size=1, max_size=4),
+    st.lists(st.sampled_from([50, 220, 470, 810, 1000]), min_size=1, max_size=24),
+    st.sampled_from(STUDY_RULES),
+    st.booleans(),
+)
+def test_every_run_accounts_for_each_placed_pods_share_and_only_fills_up(
+    node_gpus: list[int], shares: list[int], rule: StudyRule, pack_cpu: bool
+) -> None:
+    nodes = [TraceNode(f"n{i}", gpus, "T4", 8000) for i, gpus in enumerate(node_gpus)]
+    capacity, arrivals = sum(node_gpus), list[TracePod]()
+    for milli in shares:  # up to the pod whose demand reaches the capacity, as drawn
+        if sum(p.gpu_demand for p in arrivals) < capacity:
+            arrivals.append(pod(milli, cpu_milli=3000))
+    config = StudyConfig(max_load=1.0, load_step=0.25, pack_cpu=pack_cpu)
+    run = study(nodes, arrivals, rule, mix=pod_mix(arrivals), config=config)
+    demand = sum(p.gpu_demand for p in arrivals)
+    placed = demand / capacity - (run.points[-1].failed_demand if run.points else 0)
+    for point in run.points:
+        assert 0 <= point.fragmented <= point.unallocated + 1e-9
+        assert point.unallocated >= -1e-9
+    if demand >= capacity:  # the last point (load 1.0) came with the last pod
+        assert run.points[-1].unallocated == pytest.approx(1 - placed)
+    unallocated = [p.unallocated for p in run.points]
+    assert unallocated == sorted(unallocated, reverse=True)
