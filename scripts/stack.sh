@@ -11,7 +11,8 @@
 #
 # Env: FAIRLANE_NODES (8 simulated nodes), FAIRLANE_GPUS_PER_NODE (8), FAIRLANE_SLOW_FRACTION
 #      (0.1 of the GPUs slow under compute-bound jobs, unseen by NVML), FAIRLANE_DEMO_JOBS
-#      (3 simulated jobs at a time, 0: none),
+#      (3 simulated jobs at a time, 0: none), FAIRLANE_DEMO_SHARE_JOBS (2 more, each
+#      holding 0.3 of one GPU, 0: none),
 #      FAIRLANE_INTERVAL_S (5, the demo's collection interval), FAIRLANE_PORT (8080),
 #      KAFKA_PORT (19092), PG_PORT (25432), FAIRLANE_STATE_DIR (<repo>/.local),
 #      READY_TIMEOUT (180 s), DETACH (0).
@@ -134,7 +135,8 @@ Fairlane is running ($(curl -s "$API/readyz")).
   scorer        http://127.0.0.1:6067/metrics
   Kafka         $KAFKA_BOOTSTRAP_SERVERS      Postgres $DATABASE_URL
   logs          $LOG_DIR/{scorer,scheduler,agent,jobs}.log
-  jobs          ${FAIRLANE_DEMO_JOBS:-3} simulated at a time through \`fairlane run\` (scripts/demo_jobs.sh);
+  jobs          ${FAIRLANE_DEMO_JOBS:-3} simulated at a time through \`fairlane run\` (scripts/demo_jobs.sh),
+                and ${FAIRLANE_DEMO_SHARE_JOBS:-2} holding a share of one GPU each;
                 the slow GPUs' hidden speeds are in $RUN_DIR/hidden-speeds.json
 
 Place a job (admin token in $TOKEN_FILE):
