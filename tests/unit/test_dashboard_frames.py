@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from fairlane_events.records import GpuSlot, NodeAssignment
 from fairlane_scheduler.core.dashboard import ScoreHistory, diff_frames, placement_row, rows_of
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
 from fairlane_scheduler.core.ledger import Holding, Ledger
@@ -14,7 +13,7 @@ from fairlane_scheduler.core.nodes import fleet_gpu_states, gpu_states
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.core.placements import Placement
 from fairlane_scheduler.core.shares import GpuUse
-from tests.factories import gpu_score, gpu_speed
+from tests.factories import gpu_score, gpu_speed, single_gpu_placement
 
 NOW = 1_700_000_000_000
 POLICY = PlacementPolicy(threshold=0.65, stale_after_s=60)
@@ -153,21 +152,11 @@ def test_a_shared_gpu_without_a_reported_memory_shows_its_models() -> None:
 
 
 def test_a_fractional_placement_is_listed_with_its_share_and_memory() -> None:
-    def placement(slot: GpuSlot) -> Placement:
-        node = NodeAssignment(
-            node="a",
-            node_rank=0,
-            gpus=[slot],
-            cuda_visible_devices="0",
-            master_addr="a",
-            master_port=29500,
-            world_size=1,
-        )
-        return Placement("p", "job", "team", "placed", NOW, (node,), "f")
+    def placement(share: float | None) -> Placement:
+        event = single_gpu_placement("a", "GPU-a-0", "created", NOW, share=share)
+        return Placement("p", "job", "team", "placed", NOW, tuple(event.nodes), "f")
 
-    fractional = placement_row(
-        placement(GpuSlot(uuid="GPU-a-0", index=0, share=0.3, memory_mib=4096))
-    )
-    assert (fractional["gpus"], fractional["share"], fractional["memory_mib"]) == (1, 0.3, 4096)
-    whole = placement_row(placement(GpuSlot(uuid="GPU-a-0", index=0)))
-    assert (whole["share"], whole["memory_mib"]) == (None, None)
+    fractional = placement_row(placement(0.3))
+    assert (fractional["gpus"], fractional["share"], fractional["memory_mib"]) == (1, 0.3, 24576)
+    whole = placement_row(placement(None))
+    assert (whole["gpus"], whole["share"], whole["memory_mib"]) == (1, None, None)
