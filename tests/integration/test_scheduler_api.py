@@ -7,6 +7,7 @@ the test, and requests ask for B200, so nothing else on the shared topic interfe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import time
 from collections.abc import AsyncIterator, Callable
@@ -36,12 +37,13 @@ async def publish_scores(
     )
 
 
-@pytest.fixture
-async def api(
-    kafka_bootstrap: str, database_url: str, unique: str
+@contextlib.asynccontextmanager
+async def scheduler_with_node(
+    kafka_bootstrap: str, database_url: str, node: str, model: str = "NVIDIA B200"
 ) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
-    node = f"api-{unique}"
-    await publish_scores(kafka_bootstrap, node, [0.95, 0.9, 0.85, 0.5])
+    """A running scheduler that knows ``node``'s four GPUs of ``model`` (scores 0.95,
+    0.9, 0.85, 0.5)."""
+    await publish_scores(kafka_bootstrap, node, [0.95, 0.9, 0.85, 0.5], model=model)
     settings = SchedulerSettings(
         kafka_bootstrap_servers=kafka_bootstrap,
         database_url=database_url,
@@ -51,6 +53,14 @@ async def api(
     async with running_scheduler(settings) as (client, app):
         await wait_for_node(app, node)
         yield client, node
+
+
+@pytest.fixture
+async def api(
+    kafka_bootstrap: str, database_url: str, unique: str
+) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
+    async with scheduler_with_node(kafka_bootstrap, database_url, f"api-{unique}") as api:
+        yield api
 
 
 def job(job_id: str, gpus: int = 2, **extra: Any) -> dict[str, Any]:
