@@ -45,6 +45,7 @@ _KNOWN = _ANNOTATIONS | {
     "minLength",
     "maxLength",
     "pattern",
+    "patternProperties",
 }
 #: Arrays stay short: a record's validity never depends on its 60th GPU.
 _MAX_ITEMS = 3
@@ -133,6 +134,18 @@ def _objects(schema: Schema, root: Schema) -> st.SearchStrategy[dict[str, Any]]:
         values = json_values if extra is True else instances(extra, root)
         keys = st.text(max_size=_MAX_TEXT).filter(lambda k: k not in properties)
         rest = st.dictionaries(keys, values, max_size=3)
+    patterned: Mapping[str, Schema] = schema.get("patternProperties", {})
+    if patterned:  # a dictionary of one pattern's keys
+        rest = st.one_of(
+            [
+                st.dictionaries(
+                    st.from_regex(pattern, fullmatch=True).filter(lambda k: k not in properties),
+                    instances(value, root),
+                    max_size=3,
+                )
+                for pattern, value in patterned.items()
+            ]
+        )
     return st.builds(
         lambda known, unknown: {**unknown, **known},
         st.fixed_dictionaries(fixed, optional=optional),

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 from fairlane_events.json_numbers import AS_INT, StrictBool, StrictFloat, StrictInt
 
@@ -181,6 +181,22 @@ class GpuSlot(Record):
     )
 
 
+_ENV_NAME = r"^[A-Z][A-Z0-9_]*$"
+#: Environment variables by name. The schema closes the object to such names, as the
+#: model does (pydantic alone would write only ``patternProperties``, which lets any
+#: other key through).
+Env = Annotated[
+    dict[Annotated[str, Field(pattern=_ENV_NAME)], str],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "patternProperties": {_ENV_NAME: {"type": "string"}},
+            "additionalProperties": False,
+        }
+    ),
+]
+
+
 class NodeAssignment(Record):
     """What one node of a placement runs with (the launcher's environment)."""
 
@@ -191,7 +207,7 @@ class NodeAssignment(Record):
     master_addr: NodeName
     master_port: Annotated[StrictInt, Field(ge=1, le=65535), AS_INT]
     world_size: Annotated[StrictInt, Field(ge=1, le=2**16), AS_INT]
-    env: dict[Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]*$")], str] | None = Field(
+    env: Env | None = Field(
         None,
         description="fractional placements only: what the job sets to stay inside its share "
         "(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, memory limits; docs/fractional.md)",
