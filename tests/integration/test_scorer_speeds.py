@@ -174,19 +174,23 @@ async def test_progress_naming_a_gpu_outside_its_placement_is_dead_lettered(
     assert _rejected(scorer, "unknown_placement") >= before["unknown_placement"] + 1
 
 
-async def test_a_released_placement_takes_its_gpus_with_it(
+async def test_a_released_placement_vouches_only_for_windows_begun_before_its_end(
     scorer: Scorer, kafka_bootstrap: str, unique: str, gpus_retired: list[tuple[str, list[str]]]
 ) -> None:
     node = f"released-{unique}"
     pid, uuids = await place_fresh_gpus(scorer, kafka_bootstrap, node, MODEL, gpus_retired)
     applied = scorer.metric("fairlane_scorer_placement_events_total")
-    await produce_placement(kafka_bootstrap, gang_placement(pid, node, uuids, "released"))
+    ended_ms = now_ms() - 120_000
+    await produce_placement(kafka_bootstrap, gang_placement(pid, node, uuids, "released", ended_ms))
     await eventually(lambda: scorer.metric("fairlane_scorer_placement_events_total") > applied)
-    before = _rejected(scorer, "unknown_placement")
-    late = job_progress(pid, _past_the_hold(), dict.fromkeys(uuids, 0.3))
+    rejected = _rejected(scorer, "unknown_placement")
+    accepted = scorer.metric("fairlane_scorer_progress_accepted_total")
+    last = job_progress(pid, ended_ms, dict.fromkeys(uuids, 0.3))  # read after the end
+    await produce_progress(kafka_bootstrap, [last])
+    await eventually(lambda: scorer.metric("fairlane_scorer_progress_accepted_total") > accepted)
+    late = job_progress(pid, now_ms(), dict.fromkeys(uuids, 0.3))  # began after the end
     await produce_progress(kafka_bootstrap, [late])
-    await _expire_holds(kafka_bootstrap, pid, node, uuids)
-    await eventually(lambda: _rejected(scorer, "unknown_placement") > before)
+    await eventually(lambda: _rejected(scorer, "unknown_placement") > rejected)  # not held
 
 
 async def test_a_gpu_clocked_at_half_its_peers_under_load_starts_below_them(

@@ -140,9 +140,13 @@ class ProgressAgents:
         at_ms: int,
     ) -> None:
         """Send ``progress`` joined with ``gpus`` to the learner, hold it (None: its
-        placement has not arrived) or reject it."""
+        placement has not arrived) or reject it (one of an ended placement at once)."""
         joined = join_progress(progress, gpus, at_ms, self.ended.ended_ms(progress.placement_id))
-        if isinstance(joined, ProgressRejection) and joined.reason == UNKNOWN_PLACEMENT:
+        if (
+            isinstance(joined, ProgressRejection)
+            and gpus is None
+            and joined.reason == UNKNOWN_PLACEMENT
+        ):
             record = HeldRecord(
                 origin.partition, origin.offset, progress.ts_ms, origin.value or b""
             )
