@@ -102,8 +102,15 @@ class SocketClient:
         await self.connection.request("DELETE", f"/v1/placements/{placement_id}")
 
 
+def job_body(job_id: str, n: int, share: float | None) -> dict[str, object]:
+    """The ``n``-th job of a loop: 1-4 whole GPUs in turn, or a ``share`` of one."""
+    if share is None:
+        return {"job_id": job_id, "gpus_per_node": 1 + n % 4}
+    return {"job_id": job_id, "gpus_per_node": 1, "gpu_share": share}
+
+
 async def place_and_release(
-    client: Client, deadline: float, worker: str
+    client: Client, deadline: float, worker: str, share: float | None = None
 ) -> tuple[int, list[float]]:
     """Until ``deadline`` (perf_counter), shared by all clients: an ASGI app that never
     awaits would otherwise run each client's whole loop before the next one's starts."""
@@ -111,7 +118,7 @@ async def place_and_release(
     for n in itertools.count():
         if time.perf_counter() >= deadline:
             break
-        body: dict[str, object] = {"job_id": f"{worker}-{n}", "gpus_per_node": 1 + n % 4}
+        body = job_body(f"{worker}-{n}", n, share)
         started = time.perf_counter()
         placement_id = await client.place(body)
         latencies.append(time.perf_counter() - started)
@@ -122,14 +129,17 @@ async def place_and_release(
     return placed, latencies
 
 
-async def load(clients: Sequence[Client], count: int, seconds: float) -> dict[str, float]:
+async def load(
+    clients: Sequence[Client], count: int, seconds: float, share: float | None = None
+) -> dict[str, float]:
     """``count`` concurrent loops over ``clients`` (round robin) for ``seconds``:
-    place + release pairs/s and POST p50/p99 (ms)."""
+    place + release pairs/s and POST p50/p99 (ms); jobs of whole GPUs, or of ``share``
+    of one GPU each."""
     run = uuid.uuid4().hex[:6]
     started = time.perf_counter()
     outcomes = await asyncio.gather(
         *(
-            place_and_release(clients[w % len(clients)], started + seconds, f"{run}-{w}")
+            place_and_release(clients[w % len(clients)], started + seconds, f"{run}-{w}", share)
             for w in range(count)
         )
     )

@@ -9,6 +9,9 @@
    another replica's live placements, whose rows each snapshot of the committed rows
    reads every second (the earlier sizes' fleets stay in the view, free).
 
+``--share 0.25``: every job asks for that share of one GPU instead of 1-4 whole GPUs
+(issue 29's fractional path: the packing rule and the database's per-GPU share sums).
+
 The scheduler runs in this process (its real lifespan: scores follower, pool, relay,
 housekeeping) behind httpx's ASGI transport, so HTTP parsing is in and sockets are out,
 on uvloop as the scheduler serves (``--client transport``: the same transport without
@@ -298,7 +301,7 @@ async def run_size(
         if profile is not None:
             profile.enable()
         with GcClock() as collector:
-            result |= await load(clients, args.clients, args.seconds)
+            result |= await load(clients, args.clients, args.seconds, args.share)
         if profile is not None:
             profile.disable()
             profile.dump_stats(f"{args.profile}.{gpus}")
@@ -313,7 +316,7 @@ async def run_size(
         pg_ended = await postgres_cpu_s(dsn)
         if pg_started is not None and pg_ended is not None:
             result["pg_cpu_ms_per_pair"] = 1000 * (pg_ended - pg_started) / max(result["placed"], 1)
-        one = await load(clients, 1, min(args.seconds, 3.0))
+        one = await load(clients, 1, min(args.seconds, 3.0), args.share)
         result |= {"one_p50_ms": one["p50_ms"], "one_p99_ms": one["p99_ms"]}
         if args.extender_calls and not held_share and gpus >= args.extender_nodes * GPUS_PER_NODE:
             names = sorted({g.node for g in fleet.records.values() if g.node.startswith(prefix)})
@@ -355,6 +358,9 @@ async def main() -> None:
         help="the in-process load's client, for the trivial endpoint and the scheduler "
         "alike: httpx.AsyncClient on the ASGI transport (the targets' harness), or the "
         "bare transport (a lighter harness)",
+    )
+    parser.add_argument(
+        "--share", type=float, help="jobs of this share of one GPU each (default: whole GPUs)"
     )
     parser.add_argument("--http-gpus", type=int, default=10000, help="0: skip real HTTP")
     parser.add_argument("--http-port", type=int, default=28590)

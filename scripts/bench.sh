@@ -111,6 +111,19 @@ bench_place() {
   done
 }
 
+# Fractional jobs (issue 29): a quarter of one GPU each, at 1k and 10k GPUs, in process.
+# Not in the default.
+bench_share() {
+  local i
+  PG_DURABLE=1 scripts/postgres.sh up >/dev/null
+  for i in $(seq "$RUNS"); do
+    fresh_kafka
+    logged share $PY -m bench.scheduler_place --bootstrap "$BOOTSTRAP" \
+      --database-url "$DATABASE_URL" --sizes 1000,10000 --seconds 10 --extender-calls 0 \
+      --held-share 0 --http-gpus 0 --share 0.25
+  done
+}
+
 # The scheduler as it serves and with a decision that costs nothing, interleaved: what
 # work on the decision could gain at most (bench/scheduler_floor.py). Not in the default.
 bench_floor() {
@@ -122,9 +135,9 @@ bench_floor() {
 
 for bench in "${BENCHES[@]}"; do
   case $bench in
-    scorer | learner | extender | place | floor) "bench_$bench" ;;
+    scorer | learner | extender | place | floor | share) "bench_$bench" ;;
     *)
-      echo "bench.sh: unknown bench '$bench' (scorer, learner, extender, place, floor)" >&2
+      echo "bench.sh: unknown bench '$bench' (scorer, learner, extender, place, floor, share)" >&2
       exit 2
       ;;
   esac
