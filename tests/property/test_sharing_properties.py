@@ -1,6 +1,7 @@
 """Invariants of the fractional packing rule on random fleets (hypothesis): it ranks exactly
 the GPUs with room, and FGD's choice is the one that a recomputation from scratch of every
-node's fragmentation finds grows it least."""
+node's fragmentation finds grows it least, with the nodes' CPUs in view or not; without a
+CPU view, CPU asks change nothing."""
 
 from dataclasses import replace
 from itertools import pairwise
@@ -18,8 +19,10 @@ from fairlane_scheduler.core.sharing import (
     SharingRule,
     WorkloadMix,
     fragmentation_by_node,
+    rank_rooms,
     rank_shared_gpus,
 )
+from fairlane_scheduler.core.sharing import _fragmentation_growth as fragmentation_growth
 
 MEMORY_MIB = (16_384, 32_768)
 
@@ -55,6 +58,44 @@ mixes = st.lists(
     min_size=1,
     max_size=5,
 ).map(lambda entries: WorkloadMix(tuple(entries)))
+
+
+CPU_MILLI = (0, 2000, 4000, 8000)
+cpu_asks = st.builds(ShareAsk, st.integers(1, 1000), cpu_milli=st.sampled_from(CPU_MILLI))
+cpu_mixes = st.lists(
+    st.one_of(
+        st.builds(MixEntry, cpu_asks, st.just(1), st.integers(1, 5).map(float)),
+        st.builds(
+            MixEntry,
+            st.builds(ShareAsk, st.just(1000), cpu_milli=st.sampled_from(CPU_MILLI)),
+            st.sampled_from([1, 2, 4]),
+        ),
+    ),
+    min_size=1,
+    max_size=5,
+).map(lambda entries: WorkloadMix(tuple(entries)))
+
+
+@st.composite
+def tables_with_cpus(draw: st.DrawFn) -> RoomTable:
+    table = RoomTable.of(draw(fleets()))
+    cpus = [draw(st.sampled_from(CPU_MILLI)) for _ in range(table.node_count())]
+    return replace(table, free_cpu_milli=np.array(cpus, dtype=np.int64))
+
+
+def placed_at(table: RoomTable, row: int, ask: ShareAsk) -> RoomTable:
+    """``table`` after ``ask`` takes GPU ``row`` and its CPUs on that GPU's node."""
+    used_milli, used_memory = table.used_milli.copy(), table.used_memory_mib.copy()
+    used_milli[row] += ask.milli
+    used_memory[row] += ask.memory_on(table.memory_mib[row : row + 1])[0]
+    assert table.free_cpu_milli is not None
+    cpus = table.free_cpu_milli.copy()
+    cpus[table.node[row]] -= ask.cpu_milli
+    return replace(table, used_milli=used_milli, used_memory_mib=used_memory, free_cpu_milli=cpus)
+
+
+def without_cpus(mix: WorkloadMix) -> WorkloadMix:
+    return WorkloadMix(tuple(replace(e, ask=replace(e.ask, cpu_milli=0)) for e in mix.entries))
 
 
 def has_room(gpu: GpuRoom, ask: ShareAsk) -> bool:
@@ -117,3 +158,37 @@ def test_best_fit_leaves_the_least_free_share(
     ranked = rank_shared_gpus(rooms, ask, mix, "best-fit")
     if ranked:
         assert ranked[0].used_milli == max(r.used_milli for r in ranked)
+
+
+@given(tables_with_cpus(), cpu_asks, cpu_mixes)
+def test_with_cpus_fgds_growth_is_the_before_after_difference_of_node_fragmentation(
+    table: RoomTable, ask: ShareAsk, mix: WorkloadMix
+) -> None:
+    ranked = rank_rooms(table, ask, mix, "fgd")
+    assert table.free_cpu_milli is not None
+    hosts = table.free_cpu_milli[table.node[ranked]] >= ask.cpu_milli
+    assert hosts.all()
+    if not len(ranked):
+        return
+    before = fragmentation_by_node(table, mix)
+    expected = [
+        (fragmentation_by_node(placed_at(table, int(row), ask), mix) - before)[table.node[row]]
+        for row in ranked
+    ]
+    growth = fragmentation_growth(table, ask, mix, ranked.astype(np.int64))
+    assert np.allclose(growth, expected, atol=1e-6)
+    assert all(a <= b + 1e-6 for a, b in pairwise(growth))
+
+
+@given(tables_with_cpus(), cpu_asks, cpu_mixes, st.sampled_from(SHARING_RULES))
+def test_without_a_cpu_view_cpu_asks_change_nothing_and_ample_cpus_rank_alike(
+    table: RoomTable, ask: ShareAsk, mix: WorkloadMix, rule: SharingRule
+) -> None:
+    blind = replace(table, free_cpu_milli=None)
+    todays = rank_rooms(blind, replace(ask, cpu_milli=0), without_cpus(mix), rule)
+    assert rank_rooms(blind, ask, mix, rule).tolist() == todays.tolist()
+    ample = replace(table, free_cpu_milli=np.full(table.node_count(), max(CPU_MILLI)))
+    assert rank_rooms(ample, ask, mix, rule).tolist() == todays.tolist()
+    assert np.array_equal(
+        fragmentation_by_node(blind, mix), fragmentation_by_node(ample, without_cpus(mix))
+    )

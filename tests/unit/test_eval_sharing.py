@@ -1,6 +1,7 @@
 """The fractional-packing study: Alibaba's 2023 trace as shipped, the study's runs on small
 hand-worked clusters, the summary over seeds and `fairlane-eval sharing` end to end."""
 
+import argparse
 import json
 import re
 from pathlib import Path
@@ -21,6 +22,7 @@ from fairlane_eval.core.alibaba_gpu import (
     shipped_pods,
 )
 from fairlane_eval.core.sharing_study import (
+    CPU_VIEW_RULES,
     STUDY_RULES,
     StudyConfig,
     StudyRule,
@@ -30,6 +32,7 @@ from fairlane_eval.core.sharing_study import (
 )
 from fairlane_eval.core.sharing_summary import summarise_study
 from fairlane_eval.errors import ClusterError, WorkloadError
+from fairlane_eval.sharing_command import _chosen_rules
 from fairlane_scheduler.core.sharing import DEFAULT_MIX, MixEntry, ShareAsk, WorkloadMix
 
 HALVES = WorkloadMix((MixEntry(ShareAsk(500)),))
@@ -144,6 +147,26 @@ def test_with_cpus_a_pod_goes_only_where_its_cpus_are_free() -> None:
     assert study(nodes, arrivals, "fgd").points[-1].failed_pods == 0
 
 
+def test_fgd_with_the_cpu_view_keeps_a_large_nodes_cpus_for_the_pod_that_needs_them() -> None:
+    # Halves taking 4 then 8 cores on nodes of 8 and 4: blind FGD ties and takes the first
+    # node, leaving no node with 8 cores; FGD with CPUs puts the small pod on the small node.
+    nodes = [node(1, cpu_milli=8000), node(1, cpu_milli=4000)]
+    arrivals = [pod(500, cpu_milli=4000), pod(500, cpu_milli=8000)]
+    config = StudyConfig(max_load=0.5, load_step=0.5, pack_cpu=True)
+    blind = study(nodes, arrivals, "fgd", mix=pod_mix(arrivals), config=config)
+    seeing = study(nodes, arrivals, "fgd-cpu", mix=pod_mix(arrivals, with_cpu=True), config=config)
+    assert (blind.points[0].failed_pods, seeing.points[0].failed_pods) == (1, 0)
+
+
+def test_the_paper_shapes_count_pods_by_gpus_share_and_cpus() -> None:
+    arrivals = [pod(500, cpu_milli=4000), pod(500, cpu_milli=8000), pod(500, cpu_milli=8000)]
+    shapes = [(e.gpus, e.ask.milli, e.ask.cpu_milli, e.weight) for e in pod_mix(arrivals).entries]
+    assert shapes == [(1, 500, 0, 3.0)]
+    mix = pod_mix(arrivals, with_cpu=True)
+    shapes = [(e.gpus, e.ask.milli, e.ask.cpu_milli, e.weight) for e in mix.entries]
+    assert shapes == [(1, 500, 8000, 2.0), (1, 500, 4000, 1.0)]
+
+
 def test_random_places_shares_anywhere_with_room_the_same_way_for_a_seed() -> None:
     arrivals, config = [pod(300)] * 6, StudyConfig(max_load=0.9, load_step=0.45)
     runs = [study([node(2)], arrivals, "random", config=config).points for _ in range(2)]
@@ -188,6 +211,17 @@ def test_the_sharing_command_prints_a_table_or_json_and_writes_the_chart(
     assert [p["load"] for p in points] == [0.2, 0.4]
     assert points[0]["unallocated"]["seeds"] == 2
     assert (tmp_path / "eval-sharing-default-cpu.png").exists()
+
+
+@pytest.mark.parametrize("cpu", [False, True])
+def test_the_sharing_command_runs_fgd_with_the_cpu_view_by_default_only_with_cpus(
+    cpu: bool,
+) -> None:
+    # The rule choice alone: a run of fgd-cpu on the whole trace takes many seconds.
+    rules = _chosen_rules(argparse.Namespace(rules=None, cpu=cpu))
+    assert set(rules) == set(STUDY_RULES) - (set() if cpu else set(CPU_VIEW_RULES))
+    chosen = _chosen_rules(argparse.Namespace(rules=("fgd", "best-fit"), cpu=cpu))
+    assert chosen == ("fgd", "best-fit")
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,7 @@
 """The fractional packing rule (core/sharing.py): FGD's fragmentation measure on hand-worked
-nodes, the three rules' choices, ties and bad input."""
+nodes, with and without the nodes' CPUs, the three rules' choices, ties and bad input."""
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -46,6 +48,15 @@ def room(
 
 def chosen(rooms: list[GpuRoom], ask: ShareAsk, mix: WorkloadMix, rule: SharingRule = "fgd") -> str:
     return rank_shared_gpus(rooms, ask, mix, rule)[0].uuid
+
+
+def with_cpus(rooms: list[GpuRoom], free_cpu_milli: list[int]) -> RoomTable:
+    """The rooms' table with a CPU view: each node's free CPUs, in the rooms' node order."""
+    return replace(RoomTable.of(rooms), free_cpu_milli=np.array(free_cpu_milli))
+
+
+def halves_taking(cpu_milli: int) -> ShareAsk:
+    return ShareAsk(500, cpu_milli=cpu_milli)
 
 
 @pytest.mark.parametrize(
@@ -100,6 +111,47 @@ def test_equal_fragmentation_goes_to_a_shared_gpu_then_the_higher_capacity_then_
     assert chosen([room("g0", 0), room("g1", 0, node="b")], ShareAsk(100), mix) == "g0"
 
 
+def test_a_node_without_a_shapes_cpus_counts_all_its_free_share_as_fragmented_for_it() -> None:
+    rooms = [room("g0", 0, node="a"), room("g1", 700, node="a"), room("g2", 0, node="b")]
+    mix = WorkloadMix((MixEntry(halves_taking(4000)),))
+    # a: halves fit g0, g1's 300 is stranded; with 3,999 CPUs free, none fits: 1,300.
+    # b: its free GPU would take a half, but no CPU is free there.
+    table = with_cpus(rooms, [4000, 0])
+    assert fragmentation_by_node(table, mix).tolist() == [300.0, 1000.0]
+    assert fragmentation_by_node(with_cpus(rooms, [3999, 4000]), mix).tolist() == [1300.0, 0.0]
+    # Without the CPU view the CPUs count nowhere.
+    assert fragmentation_by_node(RoomTable.of(rooms), mix).tolist() == [300.0, 0.0]
+
+
+def test_fgd_with_cpus_keeps_the_cpus_that_a_larger_shape_needs() -> None:
+    # Halves taking 4 or 8 cores; node a has 8 free, b 4. GPUs alone tie (first row wins);
+    # with CPUs, the small pod on a would leave no node for the 8-core shape (+250), on b
+    # it only spends CPUs b could not give that shape anyway (+0).
+    rooms = [room("g0", 0, node="a"), room("g1", 0, node="b")]
+    mix = WorkloadMix((MixEntry(halves_taking(4000)), MixEntry(halves_taking(8000))))
+    ask = halves_taking(4000)
+    assert rank_rooms(RoomTable.of(rooms), ask, mix).tolist() == [0, 1]
+    assert rank_rooms(with_cpus(rooms, [8000, 4000]), ask, mix).tolist() == [1, 0]
+
+
+def test_fgd_with_cpus_counts_the_cpus_its_placement_takes() -> None:
+    # One shape, halves taking 4 cores. On a (4 free) the pod takes its last cores and
+    # strands the 500 left (+500); on b (8 free) 4 stay, enough for another half (+0).
+    rooms = [room("g0", 0, node="a"), room("g1", 0, node="b")]
+    mix = WorkloadMix((MixEntry(halves_taking(4000)),))
+    ask = halves_taking(4000)
+    assert rank_rooms(RoomTable.of(rooms), ask, mix).tolist() == [0, 1]
+    assert rank_rooms(with_cpus(rooms, [4000, 8000]), ask, mix).tolist() == [1, 0]
+
+
+def test_with_cpus_only_gpus_on_nodes_with_the_asks_cpus_have_room() -> None:
+    rooms = [room("g0", 0, node="a"), room("g1", 0, node="b")]
+    table = with_cpus(rooms, [2000, 4000])
+    for rule in SHARING_RULES:
+        assert rank_rooms(table, halves_taking(4000), HALVES, rule).tolist() == [1]
+        assert rank_rooms(table, halves_taking(2000), HALVES, rule).tolist() == [0, 1]
+
+
 def test_memory_bounds_the_room_and_defaults_to_the_share_of_the_gpus_memory() -> None:
     full = room("g0", 100, used_memory_mib=15_000)
     spare = room("g1", 100, node="b", used_memory_mib=8_000)
@@ -125,6 +177,8 @@ def test_an_empty_table_ranks_nothing() -> None:
         (lambda: ShareAsk(0), "milli"),
         (lambda: ShareAsk(1001), "milli"),
         (lambda: ShareAsk(500, memory_mib=0), "memory_mib"),
+        (lambda: ShareAsk(500, cpu_milli=-1), "cpu_milli"),
+        (lambda: with_cpus([room("g0", 0), room("g1", 0, node="b")], [8000]), "free_cpu_milli"),
         (lambda: MixEntry(ShareAsk(500), gpus=2), "multi-GPU"),
         (lambda: MixEntry(ShareAsk(500), weight=0), "weight"),
         (lambda: WorkloadMix(()), "at least one"),

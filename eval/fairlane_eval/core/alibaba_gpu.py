@@ -1,8 +1,8 @@
 """Alibaba's GPU-sharing trace of 2023 (cluster-trace-gpu-v2023, CC BY 4.0): its GPU node
 list and its pods' GPU requests, as the fractional-packing study reads them.
 
-The study uses a pod's GPU count and per-GPU share (``num_gpu``, ``gpu_milli``) and a
-node's GPU count and model; CPU and host memory are read but not packed (see
+The study uses a pod's GPU count and per-GPU share (``num_gpu``, ``gpu_milli``) and CPUs
+(``cpu_milli``), and a node's GPU count, model and CPUs; host memory is not read (see
 docs/evaluation.md). Pods asking no GPU (``num_gpu`` 0) are left out: they hold no GPU.
 """
 
@@ -107,13 +107,14 @@ def parse_pods(text: str, source: str) -> tuple[TracePod, ...]:
     return tuple(pods)
 
 
-def pod_mix(pods: Sequence[TracePod]) -> WorkloadMix:
+def pod_mix(pods: Sequence[TracePod], *, with_cpu: bool = False) -> WorkloadMix:
     """The pods' shapes weighted by how often they occur, most frequent first: FGD's
-    target workload."""
-    counts = Counter((pod.gpus, pod.milli) for pod in pods)
+    target workload; ``with_cpu``, shapes also by their CPUs (the paper's task shapes)."""
+    counts = Counter((pod.gpus, pod.milli, pod.cpu_milli if with_cpu else 0) for pod in pods)
     return WorkloadMix(
         tuple(
-            MixEntry(ShareAsk(milli), gpus, float(n)) for (gpus, milli), n in counts.most_common()
+            MixEntry(ShareAsk(milli, cpu_milli=cpu), gpus, float(n))
+            for (gpus, milli, cpu), n in counts.most_common()
         )
     )
 

@@ -12,13 +12,18 @@ cluster's GPUs; nothing departs. A pod that cannot be placed when it arrives fai
   that found no room so far.
 
 Only the rule for fractional pods differs between runs: it is the scheduler's own
-``rank_rooms`` (fgd, best-fit, first-fit), or one of two baselines: ``node-best-fit``,
-the Best-fit of FGD's paper (the node left with the least free GPU share, and CPUs when
-packed, then its tightest GPU), and ``random`` (any GPU with room, uniformly).
+``rank_rooms`` (fgd, best-fit, first-fit); ``fgd-cpu``, the paper's full FGD: the same
+``rank_rooms`` given every node's free CPUs (a table with a CPU view) and a mix whose
+shapes carry their CPUs (the caller's, see ``CPU_VIEW_RULES``); or one of two
+baselines: ``node-best-fit``, the Best-fit of FGD's paper (the node left with the least
+free GPU share, and CPUs when packed, then its tightest GPU), and ``random`` (any GPU
+with room, uniformly).
 Whole-GPU pods, one or many GPUs, all go by one rule: the node with the fewest entirely
 free GPUs that still has enough, then its lowest-index free GPUs (best fit on free GPUs,
-which keeps large free nodes for large pods). CPU and host memory are not packed; GPU
-memory follows the share (every ask takes ``floor(share x memory)``), so it never binds.
+which keeps large free nodes for large pods). CPUs are packed only with
+``StudyConfig.pack_cpu`` (else ``fgd-cpu`` sees every node's CPUs free), host memory never;
+GPU memory follows the share (every ask takes ``floor(share x memory)``), so it never
+binds. ``fragmented`` is the GPU-only measure for every rule, CPU view or not.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from fairlane_scheduler.core.sharing import (
 )
 
 __all__ = [
+    "CPU_VIEW_RULES",
     "STUDY_RULES",
     "LoadPoint",
     "StudyConfig",
@@ -52,12 +58,22 @@ __all__ = [
     "run_study",
 ]
 
-StudyRule = Literal["fgd", "best-fit", "first-fit", "node-best-fit", "random"]
-STUDY_RULES: tuple[StudyRule, ...] = (*SHARING_RULES, "node-best-fit", "random")
+StudyRule = Literal["fgd", "fgd-cpu", "best-fit", "first-fit", "node-best-fit", "random"]
+STUDY_RULES: tuple[StudyRule, ...] = (
+    "fgd",
+    "fgd-cpu",
+    "best-fit",
+    "first-fit",
+    "node-best-fit",
+    "random",
+)
+#: The rules that see the nodes' free CPUs; their mix should carry the shapes' CPUs.
+CPU_VIEW_RULES: tuple[StudyRule, ...] = ("fgd-cpu",)
 # The product rule whose ranking each study rule takes: the baselines choose among it,
 # node-best-fit breaking its ties by the tightest GPU, random ignoring the order.
 _SHARING_RULE_UNDER: dict[StudyRule, SharingRule] = {
     **{rule: rule for rule in SHARING_RULES},
+    "fgd-cpu": "fgd",
     "node-best-fit": "best-fit",
     "random": "first-fit",
 }
@@ -137,7 +153,7 @@ class _Cluster:
         self._largest_gpu_milli = max(n.gpus for n in nodes) * WHOLE_MILLI
         self._largest_cpu_milli = max(n.cpu_milli for n in nodes)
 
-    def table(self, rows: Ints | slice = slice(None)) -> RoomTable:
+    def table(self, rows: Ints | slice = slice(None), *, cpu_view: bool = False) -> RoomTable:
         return RoomTable(
             self.node[rows],
             self.used_milli[rows],
@@ -145,6 +161,7 @@ class _Cluster:
             self._memory_mib[rows],
             self.tenants[rows],
             self._capacity[rows],
+            self.free_cpu_milli if cpu_view else None,
         )
 
     def place(
@@ -183,8 +200,9 @@ class _Cluster:
         rng: np.random.Generator,
     ) -> Ints | None:
         allowed = np.flatnonzero(has_cpu[self.node])
-        table = self.table(allowed)
-        ranked = rank_rooms(table, ShareAsk(pod.milli), mix, _SHARING_RULE_UNDER[rule])
+        table = self.table(allowed, cpu_view=rule in CPU_VIEW_RULES)
+        ask = ShareAsk(pod.milli, cpu_milli=pod.cpu_milli)
+        ranked = rank_rooms(table, ask, mix, _SHARING_RULE_UNDER[rule])
         if len(ranked) == 0:
             return None
         if rule == "random":

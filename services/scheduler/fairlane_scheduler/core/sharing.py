@@ -9,13 +9,18 @@ Interface
   model speed). The caller has already dropped GPUs that may not be used at all (stale,
   cordoned, wrong model, capacity below the floor); the rest of a node's GPUs stay in,
   because a node's fragmentation depends on all of them.
-- ``ShareAsk(milli, memory_mib=None)``: a share of one GPU in thousandths (1..1000) and
-  the memory it needs; ``None`` means ``floor(milli x the GPU's memory / 1000)``.
+- ``ShareAsk(milli, memory_mib=None, cpu_milli=0)``: a share of one GPU in thousandths
+  (1..1000) and the memory it needs; ``None`` means ``floor(milli x the GPU's memory /
+  1000)``. ``cpu_milli`` is the CPUs (milli-cores) the pod takes on its node, all of its
+  GPUs together; they count only against a table with a CPU view.
 - ``WorkloadMix``: the target workload, weighted ``MixEntry(ask, gpus, weight)``
   shapes, whole-GPU ones (``milli=1000``, ``gpus >= 1``) included. ``DEFAULT_MIX`` is the
   GPU pods of Alibaba's 2023 open trace (``openb_pod_list_default``) by frequency.
 - ``RoomTable``: the columnar form of many rooms (numpy arrays, one row per GPU),
-  ``RoomTable.of(rooms)``; the simulator builds it straight from its arrays.
+  ``RoomTable.of(rooms)``; the simulator builds it straight from its arrays. Optionally a
+  CPU view, ``free_cpu_milli``: each node's free CPUs, indexed by node code. The
+  scheduler has none (kube-scheduler filters CPUs before Fairlane sees a node); without
+  it CPUs count nowhere and every rule ranks as if no shape asked any.
 - ``rank_rooms(table, ask, mix, rule)``: positions (rows) of the GPUs that have room for
   the ask, best first; empty when none has. ``rank_shared_gpus`` does the same on
   ``GpuRoom`` objects. ``fragmentation_by_node(table, mix)`` is the measure itself.
@@ -28,7 +33,10 @@ Rules (``SharingRule``)
   ``m.gpus`` GPUs with room for ``m.ask``), the free share of its GPUs that cannot host
   ``m.ask``; when it cannot, all of its free share. For the mix it is the weighted mean
   over shapes, ``F_n = sum_m w_m F_n(m)``. The ask goes to the GPU whose placement grows
-  its node's ``F_n`` least (often a decrease: filling a half-used GPU).
+  its node's ``F_n`` least (often a decrease: filling a half-used GPU). With a CPU view,
+  as the paper defines it, a node can host ``m`` only if its free CPUs also cover
+  ``m.ask.cpu_milli``, and a placement's growth counts the CPUs the ask takes from its
+  node; only GPUs on nodes with the ask's CPUs free have room for it.
 - ``"best-fit"``: the GPU left with the least free share (then least free memory).
 - ``"first-fit"``: the first GPU in the table's order with room.
 
@@ -100,12 +108,15 @@ class GpuRoom:
 class ShareAsk:
     milli: int
     memory_mib: int | None = None
+    cpu_milli: int = 0
 
     def __post_init__(self) -> None:
         if not 1 <= self.milli <= WHOLE_MILLI:
             raise ValueError(f"milli must be in 1..{WHOLE_MILLI}, got {self.milli}")
         if self.memory_mib is not None and self.memory_mib < 1:
             raise ValueError(f"memory_mib must be at least 1, got {self.memory_mib}")
+        if self.cpu_milli < 0:
+            raise ValueError(f"cpu_milli must not be negative, got {self.cpu_milli}")
 
     def memory_on(self, memory_mib: Ints) -> Ints:
         """The memory this ask takes on GPUs with ``memory_mib`` in total."""
@@ -161,7 +172,8 @@ DEFAULT_MIX = _trace_mix(
 
 @dataclass(frozen=True, eq=False)
 class RoomTable:
-    """Many GPUs' rooms as columns; ``node`` holds node codes 0..n_nodes-1."""
+    """Many GPUs' rooms as columns; ``node`` holds node codes 0..n_nodes-1.
+    ``free_cpu_milli``, when given, holds each node code's free CPUs (the CPU view)."""
 
     node: Ints
     used_milli: Ints
@@ -169,6 +181,14 @@ class RoomTable:
     memory_mib: Ints
     tenants: Ints
     capacity: Floats
+    free_cpu_milli: Ints | None = None
+
+    def __post_init__(self) -> None:
+        if self.free_cpu_milli is not None and len(self.free_cpu_milli) < self.node_count():
+            raise ValueError(
+                f"free_cpu_milli needs a value per node code: {len(self.free_cpu_milli)} "
+                f"for {self.node_count()} nodes"
+            )
 
     @classmethod
     def of(cls, rooms: Sequence[GpuRoom]) -> RoomTable:
@@ -193,6 +213,13 @@ class RoomTable:
     def node_count(self) -> int:
         return int(self.node.max()) + 1 if len(self.node) else 0
 
+    def hosts_cpu(self, ask: ShareAsk) -> Bools:
+        """Per row: whether its node has the ask's CPUs free (all, without a CPU view)."""
+        if self.free_cpu_milli is None:
+            return np.ones(len(self.node), dtype=np.bool_)
+        hosts: Bools = self.free_cpu_milli[self.node] >= ask.cpu_milli
+        return hosts
+
 
 def _has_room(free_milli: Ints, free_memory: Ints, memory_mib: Ints, mix: WorkloadMix) -> Bools:
     """``[gpu, shape]``: whether each GPU has room for each shape's per-GPU ask."""
@@ -207,20 +234,40 @@ def _gpus_needed(mix: WorkloadMix) -> Ints:
     return np.array([e.gpus for e in mix.entries], dtype=np.int64)
 
 
+def _cpu_room(free_cpu_milli: Ints | None, count: int, mix: WorkloadMix) -> Bools:
+    """``[node, shape]``: whether each of ``count`` nodes has each shape's CPUs free; all
+    true without a CPU view (``None``)."""
+    if free_cpu_milli is None:
+        return np.ones((count, len(mix.entries)), dtype=np.bool_)
+    cpu = np.array([e.ask.cpu_milli for e in mix.entries], dtype=np.int64)
+    room: Bools = free_cpu_milli[:count, None] >= cpu[None, :]
+    return room
+
+
 @dataclass(frozen=True, slots=True)
 class _NodeTerms:
-    """Per node and shape: GPUs with room, free share stranded on the others; per node:
-    all free share. ``F_n(m)`` is ``stranded`` where ``fits >= gpus`` else ``free``."""
+    """Per node and shape: GPUs with room, free share stranded on the others, whether the
+    node's CPUs suffice; per node: all free share. ``F_n(m)`` is ``stranded`` where
+    ``fits >= gpus`` and the CPUs suffice, else ``free``."""
 
     fits: Ints
     stranded: Ints
+    cpu_room: Bools
     free: Ints
 
     def fragmentation(self, gpus: Ints) -> Ints:
-        return np.where(self.fits >= gpus[None, :], self.stranded, self.free[:, None])
+        return _node_fragmentation(self.fits, self.cpu_room, self.stranded, self.free, gpus)
 
 
-def _node_terms(table: RoomTable, room: Bools) -> _NodeTerms:
+def _node_fragmentation(
+    fits: Ints, cpu_room: Bools, stranded: Ints, free: Ints, gpus: Ints
+) -> Ints:
+    hosted = (fits >= gpus[None, :]) & cpu_room
+    fragmentation: Ints = np.where(hosted, stranded, free[:, None])
+    return fragmentation
+
+
+def _node_terms(table: RoomTable, room: Bools, mix: WorkloadMix) -> _NodeTerms:
     n_nodes, n_shapes = table.node_count(), room.shape[1]
     cell = (table.node[:, None] * n_shapes + np.arange(n_shapes)[None, :]).ravel()
 
@@ -232,6 +279,7 @@ def _node_terms(table: RoomTable, room: Bools) -> _NodeTerms:
     return _NodeTerms(
         fits=per_node(room),
         stranded=per_node(np.where(room, 0, table.free_milli[:, None])),
+        cpu_room=_cpu_room(table.free_cpu_milli, n_nodes, mix),
         free=free.astype(np.int64),
     )
 
@@ -239,7 +287,7 @@ def _node_terms(table: RoomTable, room: Bools) -> _NodeTerms:
 def fragmentation_by_node(table: RoomTable, mix: WorkloadMix) -> Floats:
     """``F_n = sum_m w_m F_n(m)`` per node, in thousandths of a GPU (see the module's doc)."""
     room = _has_room(table.free_milli, table.free_memory_mib, table.memory_mib, mix)
-    terms = _node_terms(table, room)
+    terms = _node_terms(table, room, mix)
     return terms.fragmentation(_gpus_needed(mix)).astype(np.float64) @ mix.weights()
 
 
@@ -260,11 +308,11 @@ def _alike(table: RoomTable, rows: Ints) -> tuple[Ints, Ints]:
 
 def _fragmentation_growth(table: RoomTable, ask: ShareAsk, mix: WorkloadMix, rows: Ints) -> Floats:
     """How much each candidate row's placement grows its node's ``F_n``: only that GPU's
-    room changes, so the node's terms move by its before/after difference."""
+    room (and its node's CPUs) change, so the node's terms move by the difference."""
     rows, group = _alike(table, rows)
     free_milli, free_memory = table.free_milli, table.free_memory_mib
     room = _has_room(free_milli, free_memory, table.memory_mib, mix)
-    terms = _node_terms(table, room)
+    terms = _node_terms(table, room, mix)
     gpus = _gpus_needed(mix)
     after_milli = free_milli[rows] - ask.milli
     after_memory = free_memory[rows] - ask.memory_on(table.memory_mib[rows])
@@ -278,7 +326,9 @@ def _fragmentation_growth(table: RoomTable, ask: ShareAsk, mix: WorkloadMix, row
         + np.where(room_after, 0, after_milli[:, None])
     )
     free = terms.free[nodes] - ask.milli
-    after = np.where(fits >= gpus[None, :], stranded, free[:, None])
+    cpus = table.free_cpu_milli
+    cpu_after = None if cpus is None else cpus[nodes] - ask.cpu_milli
+    after = _node_fragmentation(fits, _cpu_room(cpu_after, len(rows), mix), stranded, free, gpus)
     growth: Floats = (after - before).astype(np.float64) @ mix.weights()
     return np.round(growth, _DELTA_DECIMALS)[group]
 
@@ -291,7 +341,9 @@ def rank_rooms(
         raise ValueError(f"rule must be one of {SHARING_RULES}, got {rule!r}")
     need_memory = ask.memory_on(table.memory_mib)
     rows = np.flatnonzero(
-        (table.free_milli >= ask.milli) & (table.free_memory_mib >= need_memory)
+        (table.free_milli >= ask.milli)
+        & (table.free_memory_mib >= need_memory)
+        & table.hosts_cpu(ask)
     ).astype(np.int64)
     if rule == "first-fit" or len(rows) == 0:
         return rows.astype(np.intp)
