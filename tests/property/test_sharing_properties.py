@@ -187,7 +187,8 @@ def test_without_a_cpu_view_cpu_asks_change_nothing_and_ample_cpus_rank_alike(
     blind = replace(table, free_cpu_milli=None)
     todays = rank_rooms(blind, replace(ask, cpu_milli=0), without_cpus(mix), rule)
     assert rank_rooms(blind, ask, mix, rule).tolist() == todays.tolist()
-    ample = replace(table, free_cpu_milli=np.full(table.node_count(), max(CPU_MILLI)))
+    # Ample: any shape still fits beside the ask.
+    ample = replace(table, free_cpu_milli=np.full(table.node_count(), 2 * max(CPU_MILLI)))
     assert rank_rooms(ample, ask, mix, rule).tolist() == todays.tolist()
     assert np.array_equal(
         fragmentation_by_node(blind, mix), fragmentation_by_node(ample, without_cpus(mix))

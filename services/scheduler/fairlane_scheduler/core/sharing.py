@@ -221,10 +221,19 @@ class RoomTable:
         return hosts
 
 
+def _gpu_asks(mix: WorkloadMix) -> tuple[Ints, Ints, Ints]:
+    """The mix's distinct per-GPU asks (share, fixed memory or 0) and each shape's among
+    them: shapes that differ only in GPU count or CPUs have the same room on a GPU, so
+    the ``[gpu, ...]`` arrays stay as narrow as the distinct asks."""
+    asks = np.array([(e.ask.milli, e.ask.memory_mib or 0) for e in mix.entries], dtype=np.int64)
+    distinct, shape_ask = np.unique(asks, axis=0, return_inverse=True)
+    return distinct[:, 0], distinct[:, 1], shape_ask.reshape(-1)
+
+
 def _has_room(free_milli: Ints, free_memory: Ints, memory_mib: Ints, mix: WorkloadMix) -> Bools:
-    """``[gpu, shape]``: whether each GPU has room for each shape's per-GPU ask."""
-    milli = np.array([e.ask.milli for e in mix.entries], dtype=np.int64)
-    fixed = np.array([e.ask.memory_mib or 0 for e in mix.entries], dtype=np.int64)
+    """``[gpu, ask]``: whether each GPU has room for each of the mix's distinct per-GPU
+    asks (``_gpu_asks``)."""
+    milli, fixed, _ = _gpu_asks(mix)
     share_of_gpu = (milli[None, :] * memory_mib[:, None]) // WHOLE_MILLI
     memory = np.where(fixed > 0, fixed[None, :], share_of_gpu)
     return (free_milli[:, None] >= milli[None, :]) & (free_memory[:, None] >= memory)
@@ -268,12 +277,14 @@ def _node_fragmentation(
 
 
 def _node_terms(table: RoomTable, room: Bools, mix: WorkloadMix) -> _NodeTerms:
-    n_nodes, n_shapes = table.node_count(), room.shape[1]
-    cell = (table.node[:, None] * n_shapes + np.arange(n_shapes)[None, :]).ravel()
+    """The terms from ``room`` (``_has_room`` of every row), widened to the mix's shapes."""
+    n_nodes, n_asks = table.node_count(), room.shape[1]
+    cell = (table.node[:, None] * n_asks + np.arange(n_asks)[None, :]).ravel()
+    shape_ask = _gpu_asks(mix)[2]
 
     def per_node(values: npt.NDArray[np.generic]) -> Ints:
-        sums = np.bincount(cell, weights=values.ravel(), minlength=n_nodes * n_shapes)
-        return sums.astype(np.int64).reshape(n_nodes, n_shapes)
+        sums = np.bincount(cell, weights=values.ravel(), minlength=n_nodes * n_asks)
+        return sums.astype(np.int64).reshape(n_nodes, n_asks)[:, shape_ask]
 
     free = np.bincount(table.node, weights=table.free_milli, minlength=n_nodes)
     return _NodeTerms(
@@ -317,14 +328,13 @@ def _fragmentation_growth(table: RoomTable, ask: ShareAsk, mix: WorkloadMix, row
     after_milli = free_milli[rows] - ask.milli
     after_memory = free_memory[rows] - ask.memory_on(table.memory_mib[rows])
     room_after = _has_room(after_milli, after_memory, table.memory_mib[rows], mix)
-    nodes = table.node[rows]
+    nodes, shape_ask = table.node[rows], _gpu_asks(mix)[2]
     before = terms.fragmentation(gpus)[nodes]
-    fits = terms.fits[nodes] - room[rows] + room_after
-    stranded = (
-        terms.stranded[nodes]
-        - np.where(room[rows], 0, free_milli[rows, None])
-        + np.where(room_after, 0, after_milli[:, None])
+    fits = terms.fits[nodes] + (room_after.astype(np.int64) - room[rows])[:, shape_ask]
+    stranded_change = np.where(room_after, 0, after_milli[:, None]) - np.where(
+        room[rows], 0, free_milli[rows, None]
     )
+    stranded = terms.stranded[nodes] + stranded_change[:, shape_ask]
     free = terms.free[nodes] - ask.milli
     cpus = table.free_cpu_milli
     cpu_after = None if cpus is None else cpus[nodes] - ask.cpu_milli
