@@ -18,23 +18,30 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
 from fairlane_events.codec import decode
-from fairlane_events.records import PlacementEvent
+from fairlane_events.records import GpuScore, PlacementEvent
 from fairlane_events.topics import GPU_SCORES, PLACEMENTS, STREAM_PARTITIONS
 from fairlane_scheduler.adapters.scores import ScoresFollower
 from fairlane_scheduler.core.node_states import FREE
 from fairlane_scheduler.settings import SchedulerSettings
-from tests.scheduler_harness import node_scores, publish, running_scheduler, wait_for_node
+from tests.scheduler_harness import (
+    gone_stale,
+    node_scores,
+    publish,
+    running_scheduler,
+    wait_for_node,
+)
 
 pytestmark = pytest.mark.integration
 
 
 async def publish_scores(
     bootstrap: str, node: str, scores: list[float], model: str = "NVIDIA B200"
-) -> None:
+) -> list[GpuScore]:
+    """``node``'s GPUs of ``model`` with these scores, fresh: what was published."""
     now = int(time.time() * 1000)
-    await publish(
-        bootstrap, node_scores(node, [(model, s, 180) for s in scores], speed=6.0, ts_ms=now)
-    )
+    records = node_scores(node, [(model, s, 180) for s in scores], speed=6.0, ts_ms=now)
+    await publish(bootstrap, records)
+    return records
 
 
 @contextlib.asynccontextmanager
@@ -42,17 +49,20 @@ async def scheduler_with_node(
     kafka_bootstrap: str, database_url: str, node: str, model: str = "NVIDIA B200"
 ) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
     """A running scheduler that knows ``node``'s four GPUs of ``model`` (scores 0.95,
-    0.9, 0.85, 0.5)."""
-    await publish_scores(kafka_bootstrap, node, [0.95, 0.9, 0.85, 0.5], model=model)
+    0.9, 0.85, 0.5); they go stale when it stops, so that later tests never place there."""
+    records = await publish_scores(kafka_bootstrap, node, [0.95, 0.9, 0.85, 0.5], model=model)
     settings = SchedulerSettings(
         kafka_bootstrap_servers=kafka_bootstrap,
         database_url=database_url,
         expiry_interval_s=0.2,
         auth_disabled=True,
     )
-    async with running_scheduler(settings) as (client, app):
-        await wait_for_node(app, node)
-        yield client, node
+    try:
+        async with running_scheduler(settings) as (client, app):
+            await wait_for_node(app, node)
+            yield client, node
+    finally:
+        await publish(kafka_bootstrap, gone_stale(records))
 
 
 @pytest.fixture

@@ -24,7 +24,8 @@ async def own_model(
 ) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
     """A scheduler and a node of a model no test before this one publishes (the API
     knows only catalogue models): the session's B200 nodes may still be fresh, and a
-    whole job of three must find no other node."""
+    whole job of three must find no other node. The node goes stale at the end (the
+    summaries test places on K80s later)."""
     model = "Tesla K80"
     node = f"frac-{unique}"
     async with scheduler_with_node(kafka_bootstrap, database_url, node, model) as (client, _):
