@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fairlane_scheduler.adapters.memory_store import MemoryStore
@@ -20,9 +20,13 @@ from fairlane_scheduler.core.master_port import PortRange
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.core.placements import Placement, PlacementRequest
 from fairlane_scheduler.core.quota import Quota
-from fairlane_scheduler.core.share_decision import _on_nodes_with_room, _subset
+from fairlane_scheduler.core.share_decision import (
+    _on_nodes_with_room,
+    _one_of_each_untouched_kind,
+    _subset,
+)
 from fairlane_scheduler.core.shares import share_env
-from fairlane_scheduler.core.sharing import GpuRoom, RoomTable, ShareAsk, rank_rooms
+from fairlane_scheduler.core.sharing import GpuRoom, RoomTable, ShareAsk, SharingRule, rank_rooms
 from fairlane_scheduler.errors import AllocationConflictError, NoCapacityError, QuotaExceededError
 from fairlane_scheduler.service import PlacementService
 from tests.factories import GIB, gpu_score
@@ -171,3 +175,40 @@ def test_leaving_out_nodes_without_room_changes_no_choice(
     keep = _on_nodes_with_room(table, ask)
     whole, part = rank_rooms(table, ask), rank_rooms(_subset(table, keep), ask)
     assert np.flatnonzero(keep)[part].tolist() == whole.tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 5),
+            st.sampled_from([0, 0, 0, 250, 500, 1000]),
+            st.sampled_from([16_384, 81_920]),
+            st.sampled_from([0.8, 1.0]),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    st.integers(1, 1000),
+    st.sampled_from(["fgd", "best-fit"]),
+)
+# Two free nodes of one memory but not one kind: FGD takes the small one's GPU (the big
+# one would no longer host a 4-GPU job), so the kinds must not be merged.
+@example([(0, 0, 81_920, 1.0)] * 4 + [(1, 0, 81_920, 1.0)] * 2, 300, "fgd")
+def test_ranking_one_untouched_node_of_each_kind_changes_no_first_choice(
+    gpus: list[tuple[int, int, int, float]], milli: int, rule: SharingRule
+) -> None:
+    """Untouched nodes with the same GPU memories grow their fragmentation alike, so
+    ``share_decision`` ranks one of each kind: the first choice stays the same GPU."""
+    table = RoomTable.of(
+        [
+            GpuRoom(f"g{i}", f"n{node}", i, used, used * memory // 1000, memory, tenants, capacity)
+            for i, (node, used, memory, capacity) in enumerate(sorted(gpus))
+            for tenants in [int(0 < used < 1000)]
+        ]
+    )
+    ask = ShareAsk(milli)
+    full = rank_rooms(table, ask, rule=rule)
+    keep = _one_of_each_untouched_kind(table)
+    part = rank_rooms(_subset(table, keep), ask, rule=rule)
+    assert np.flatnonzero(keep)[part][:1].tolist() == full[:1].tolist()

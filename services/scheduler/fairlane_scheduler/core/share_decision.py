@@ -118,6 +118,8 @@ def decide_share(
     table = _rooms(fleet, ledger, rows=rows, memory=memory, whole=whole[rows], shape=shape)
     ask = ShareAsk(milli, request.gpu_memory_mib)
     keep = _on_nodes_with_room(table, ask)
+    if rule != "first-fit":  # its first choice is the first row, whatever the capacity
+        keep &= _one_of_each_untouched_kind(table)
     ranked = rank_rooms(_subset(table, keep), ask, mix, rule)
     if not len(ranked):
         rejected = rejections(masks, n)
@@ -182,6 +184,33 @@ def _on_nodes_with_room(table: RoomTable, ask: ShareAsk) -> npt.NDArray[np.bool_
     )
     on: npt.NDArray[np.bool_] = np.isin(table.node, table.node[room])
     return on
+
+
+def _one_of_each_untouched_kind(table: RoomTable) -> npt.NDArray[np.bool_]:
+    """The rows worth ranking under ``fgd`` and ``best-fit``: every node that holds
+    something, and of the untouched nodes (no GPU used) of one kind (the same count of
+    GPUs of each memory), only those holding, for each memory, the first of the
+    highest-capacity GPUs. The rule ranks by a node's fragmentation growth, which is the
+    same on untouched nodes of one kind for GPUs of one memory, then by sharing, capacity
+    and row: the others could never be its first choice. A free fleet of 10,000 GPUs in
+    a few kinds of node is ranked as a handful of nodes."""
+    n_nodes = table.node_count()
+    touched = np.bincount(table.node, weights=table.used_milli, minlength=n_nodes) > 0
+    keep = touched[table.node]
+    free_rows = np.flatnonzero(~keep)
+    if not len(free_rows):
+        return keep
+    memories, memory = np.unique(table.memory_mib[free_rows], return_inverse=True)
+    nodes = table.node[free_rows]
+    counts = np.zeros((n_nodes, len(memories)), dtype=np.int64)  # per node: GPUs by memory
+    np.add.at(counts, (nodes, memory), 1)
+    _, kind_of_node = np.unique(counts, axis=0, return_inverse=True)
+    group = kind_of_node.reshape(-1)[nodes] * len(memories) + memory  # (kind, memory)
+    # Best first within a group: the highest capacity, then the first row.
+    order = np.lexsort((free_rows, -table.capacity[free_rows], group))
+    _, firsts = np.unique(group[order], return_index=True)
+    keep[np.isin(table.node, nodes[order[firsts]])] = True
+    return keep
 
 
 def _subset(table: RoomTable, keep: npt.NDArray[np.bool_]) -> RoomTable:
