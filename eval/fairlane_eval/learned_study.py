@@ -2,9 +2,11 @@
 
 ``python -m fairlane_eval.learned_study`` runs, on a V100 fleet whose GPUs carry PAL
 Longhorn per-class speeds (node-correlated, :meth:`HiddenFleet.build` ``class_speeds``)
-and no other persistent spread, the policies static, fairlane-fastest, fairlane-learned
-and oracle-learned at fault rates x0 and x1 over paired seeds, then the same on a
-uniform fleet (no class speeds); and the learner's time to learn (:func:`time_to_learn`).
+and no other persistent spread, the policies static, fairlane-fastest, fairlane-learned,
+fairlane-learned-across (learning across jobs of a class too) and oracle-learned at fault
+rates x0 and x1 over paired seeds, then the same on a uniform fleet (no class speeds);
+and the learner's time to learn (:func:`time_to_learn`). ``--job-cost-sigma``: how far
+each job's step cost is from what the learner knows of it (``SimConfig.job_cost_sigma``).
 Prints Markdown tables (the numbers in docs/evaluation.md come from it).
 """
 
@@ -40,7 +42,14 @@ from fairlane_sim.class_speeds import CLASSES, sample_class_speeds
 
 __all__ = ["captured_share", "main", "time_to_learn"]
 
-POLICIES = ("static", "fairlane-fastest", "fairlane-learned", "oracle-learned")
+POLICIES = (
+    "static",
+    "fairlane-fastest",
+    "fairlane-learned",
+    "fairlane-learned-across",
+    "oracle-learned",
+)
+LEARNED = ("fairlane-learned", "fairlane-learned-across")
 _EVEN: Variability = {None: (1.0,)}  # no spread but the class speeds
 
 
@@ -95,57 +104,71 @@ def time_to_learn(
     return [t for t, v in zip(times, true, strict=True) if abs(v - 1) > within]
 
 
-def _setup(jobs: int, cluster: str, rate: float, *, class_speeds: bool) -> Setup:
+def _setup(
+    jobs: int, cluster: str, rate: float, *, class_speeds: bool, job_cost_sigma: float
+) -> Setup:
     throughputs = shipped_throughputs()
     spec = ClusterSpec.parse(cluster, 4)
     trace = load_shipped_trace("gavel-multi", throughputs, 0, gpus_per_node=4)[:jobs]
     name = f"gavel-multi-{jobs} on {cluster}"
     faults = FaultModel(rate_scale=rate)
-    return Setup(name, tuple(trace), spec, throughputs, _EVEN, faults, SimConfig(), class_speeds)
+    config = SimConfig(job_cost_sigma=job_cost_sigma)
+    return Setup(name, tuple(trace), spec, throughputs, _EVEN, faults, config, class_speeds)
 
 
 def _jct(runs: dict[str, dict[int, Summary]], name: str, seed: int) -> float:
     return runs[name][seed].mean_jct_s
 
 
-def _fleet_table(out: TextIO, jobs: int, cluster: str, seeds: Sequence[int], workers: int) -> None:
+def _fleet_table(
+    out: TextIO,
+    jobs: int,
+    cluster: str,
+    seeds: Sequence[int],
+    *,
+    workers: int,
+    job_cost_sigma: float,
+) -> None:
     print(
-        "| fleet | rate | static | fairlane-fastest | fairlane-learned | oracle-learned "
-        "| learned vs static | learned vs fastest | share of oracle's gain |",
+        "| fleet | rate | static | fairlane-fastest | fairlane-learned | "
+        "fairlane-learned-across | oracle-learned | across vs fastest | across vs learned "
+        "| share of oracle's gain: learned | across |",
         file=out,
     )
-    print("|---" * 9 + "|", file=out)
+    print("|---" * 11 + "|", file=out)
     for class_speeds in (True, False):
         for rate in (0.0, 1.0):
-            setup = _setup(jobs, cluster, rate, class_speeds=class_speeds)
+            setup = _setup(
+                jobs, cluster, rate, class_speeds=class_speeds, job_cost_sigma=job_cost_sigma
+            )
             trials = [Trial(setup, p, s) for p in POLICIES for s in seeds]
             results = run_trials(trials, workers=workers, label=f"x{rate:g}")
             runs: dict[str, dict[int, Summary]] = {}
             for trial, summary in results.items():
                 runs.setdefault(trial.policy, {})[trial.seed] = summary
             mean = {p: np.mean([_jct(runs, p, s) for s in seeds]) / 3600 for p in POLICIES}
-            vs_static = t_interval(
-                [_jct(runs, "fairlane-learned", s) / _jct(runs, "static", s) - 1 for s in seeds]
-            )
-            vs_fastest = t_interval(
-                [
-                    _jct(runs, "fairlane-learned", s) / _jct(runs, "fairlane-fastest", s) - 1
-                    for s in seeds
-                ]
-            )
-            shares = [
-                captured_share(
-                    _jct(runs, "static", s),
-                    _jct(runs, "fairlane-learned", s),
-                    _jct(runs, "oracle-learned", s),
-                )
-                for s in seeds
+            changes = [
+                t_interval([_jct(runs, LEARNED[1], s) / _jct(runs, other, s) - 1 for s in seeds])
+                for other in ("fairlane-fastest", LEARNED[0])
             ]
-            share = ", ".join("n/a" if math.isnan(x) else f"{x:.0%}" for x in shares)
+            shares = [
+                ", ".join(
+                    "n/a" if math.isnan(x) else f"{x:.0%}"
+                    for x in (
+                        captured_share(
+                            _jct(runs, "static", s),
+                            _jct(runs, policy, s),
+                            _jct(runs, "oracle-learned", s),
+                        )
+                        for s in seeds
+                    )
+                )
+                for policy in LEARNED
+            ]
             fleet = "Longhorn classes" if class_speeds else "uniform"
             cells = " | ".join(f"{mean[p]:.3f} h" for p in POLICIES)
             print(
-                f"| {fleet} | x{rate:g} | {cells} | {vs_static} | {vs_fastest} | {share} |",
+                f"| {fleet} | x{rate:g} | {cells} | {' | '.join(map(str, changes))} | {' | '.join(shares)} |",
                 file=out,
             )
 
@@ -172,10 +195,23 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--skip-fleet", action="store_true", help="only time to learn")
+    parser.add_argument(
+        "--job-cost-sigma",
+        type=float,
+        default=SimConfig().job_cost_sigma,
+        help="lognormal sigma of each job's unknown step cost (0: known exactly)",
+    )
     args = parser.parse_args(argv)
     seeds = tuple(range(args.seeds))
     if not args.skip_fleet:
-        _fleet_table(out, args.jobs, args.cluster, seeds, args.workers)
+        _fleet_table(
+            out,
+            args.jobs,
+            args.cluster,
+            seeds,
+            workers=args.workers,
+            job_cost_sigma=args.job_cost_sigma,
+        )
     _learn_table(out, seeds)
     return 0
 

@@ -15,9 +15,10 @@ changes. A job waits in a queue, tried by priority then arrival whenever capacit
 have appeared (an arrival, a completion, a GPU readmitted after cooling); a job that
 fits nowhere now does not block the ones behind it.
 
-Under a learning policy every running gang also reports, every ``report_interval_s``
-from its start, each rank's compute time per step (:meth:`_Simulation._report`) to the
-product's learner in the policy's view. Deterministic: no wall clock, every random
+Under a learning policy every running gang (and, when it learns across jobs, every
+one-GPU job) also reports, every ``report_interval_s`` from its start, each rank's
+compute time per step (:meth:`_Simulation._report`) to the product's learner in the
+policy's view. Deterministic: no wall clock, every random
 number from the seeds.
 """
 
@@ -118,6 +119,8 @@ class _Simulation:
         self.groups = fleet.groups()
         self.ideal_rates: dict[tuple[str, int, int], float] = {}
         self.report_noise = np.random.default_rng([seed, 27])
+        self.seed = seed
+        self.unknown_cost: dict[int, float] = {}  # job -> its cost's unknown factor
 
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, payload: int) -> None:
@@ -255,7 +258,11 @@ class _Simulation:
         slow = sum(1 for r in rows if self.speed[r] < _SLOW)
         self.starts[i] = _Started(self.now, rows, slow, held_s)
         self._rerate(i)
-        if self.spec.learns and len(rows) > 1:  # one rank alone teaches nothing
+        # One rank alone teaches nothing within its job, only across jobs.
+        if self.spec.learns and (len(rows) > 1 or self.spec.cross_job):
+            # Drawn per job, not per start, so every policy sees the same job alike.
+            draw = np.random.default_rng([self.seed, 2729, i]).normal()
+            self.unknown_cost[i] = math.exp(self.config.job_cost_sigma * draw)
             self._push(self.now + self.config.report_interval_s, _REPORT, i)
 
     def _report(self, i: int) -> None:
@@ -264,8 +271,10 @@ class _Simulation:
             t_r = 1 / (steps_per_s(job, model of r) x class_r x speed_r(now)) x e^(sigma z)
 
         (the job's step cost is 1 / steps_per_s on a median GPU of the model; ``speed_r``
-        the GPU's true speed now, z standard normal). A window in which a GPU cannot run
-        (speed 0) is not reported."""
+        the GPU's true speed now, z standard normal), with the model's speed as the
+        learner knows it: ``steps_per_s x u_j``, ``u_j`` the job's unknown cost factor
+        (``job_cost_sigma``). A window in which a GPU cannot run (speed 0) is not
+        reported."""
         job, rows = self.jobs[i], self.running[i].rows
         interval = self.config.report_interval_s
         self._push(self.now + interval, _REPORT, i)
@@ -277,8 +286,9 @@ class _Simulation:
             rate = model_rate * self.fleet.class_factor(r, job.job_type) * self.speed[r]
             if rate <= 0:
                 return
-            ranks.append(RankReport(gpu.uuid, math.exp(z) / rate, model_rate))
-        report = ProgressReport(job_class(job.job_type), interval, tuple(ranks))
+            known_rate = model_rate * self.unknown_cost[i]
+            ranks.append(RankReport(gpu.uuid, math.exp(z) / rate, known_rate))
+        report = ProgressReport(job_class(job.job_type), interval, tuple(ranks), job=str(i))
         self.seen.report(report, self._ms())
 
     def _rate(

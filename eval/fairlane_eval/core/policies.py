@@ -40,6 +40,7 @@ class PolicySpec:
     description: str = ""
     exact_ranking: bool = False  # fastest without the capacity resolution (first fit)
     per_class: bool = False  # choose in the job class's view (learned or true class speed)
+    cross_job: bool = False  # the learner learns across jobs of a class too
 
     @property
     def learns(self) -> bool:
@@ -88,6 +89,14 @@ LEARNING_POLICIES: tuple[PolicySpec, ...] = (
         "fastest",
         description="live scores x the speed learned from jobs' reports, per class",
         per_class=True,
+    ),
+    PolicySpec(
+        "fairlane-learned-across",
+        "scores",
+        "fastest",
+        description="fairlane-learned, its learner learning across jobs of a class too",
+        per_class=True,
+        cross_job=True,
     ),
     PolicySpec(
         "oracle-learned",

@@ -40,12 +40,13 @@ from fairlane_scheduler.core.placement import (
     qualifying,
     rejection_masks,
 )
+from fairlane_scoring.class_reference import ClassReference, ReferenceConfig
 from fairlane_scoring.learned_speed import (
     LearnerConfig,
     ProgressReport,
     SpeedState,
     estimate,
-    observe,
+    observe_across,
     peer_relative,
 )
 from fairlane_sim.class_speeds import CLASSES
@@ -117,7 +118,8 @@ class PolicyView:
             )
             for row in np.flatnonzero(self.factors[job_cls] != 1.0).tolist():
                 self._learn(row, job_cls, EPOCH_MS)
-        self.learner = LearnerConfig()
+        self.learner = LearnerConfig(cross_job=ReferenceConfig() if spec.cross_job else None)
+        self.references: dict[str, ClassReference] = {}  # job class -> its jobs' costs
         self.learned: dict[tuple[str, str], SpeedState] | None = {} if spec.learns else None
         self.dirty_classes: set[str] = set()
         self.rows = {g.uuid: g.row for g in fleet.gpus}
@@ -171,7 +173,13 @@ class PolicyView:
         """A running job's report, to the learner; its class's view is refreshed before
         the next choice."""
         assert self.learned is not None
-        self.learned.update(observe(self.learned, report, now_ms, self.learner))
+        reference = self.references.get(report.job_class)
+        learned, reference = observe_across(
+            self.learned, reference, report, now_ms, config=self.learner
+        )
+        self.learned.update(learned)
+        if reference is not None:
+            self.references[report.job_class] = reference
         self.dirty_classes.add(report.job_class)
 
     def learned_speed(self, row: int, job_cls: str) -> float:

@@ -25,6 +25,11 @@ class SimConfig:
     #: policies only), each with lognormal noise of this sigma.
     report_interval_s: float = 60.0
     report_noise_sigma: float = 0.03
+    #: Each job's step cost, as the learner knows it, is off by a lognormal factor of
+    #: this sigma, drawn once per job (the product knows a job's class, not its cost).
+    #: 1.08: the pooled spread of log V100 steps/s among Gavel's job types that share a
+    #: class (resnet50 0.85, bert 1.36, pagerank 0.86). 0: every cost known exactly.
+    job_cost_sigma: float = 1.08
 
     @property
     def interval_s(self) -> float:

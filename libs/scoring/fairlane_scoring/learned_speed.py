@@ -23,6 +23,12 @@ job's cost: the median keeps a few slow ranks from moving it (robust within the 
 correction keeps a job placed wholly on known-slow GPUs from being taken for a costly job
 (consistent across jobs). A one-rank job teaches nothing, since its cost is unknown.
 
+Cross-job learning (``LearnerConfig.cross_job``, off by default: docs/evaluation.md
+says why) adds what the job's class says its cost usually is
+(:mod:`fairlane_scoring.class_reference`): the job's cost is then the peers' estimate and
+the class's reference weighted by precision, so a one-GPU job, a job wholly on one slow
+node and a job with half its ranks slow teach something when the class is tight.
+
 Each (GPU, class) keeps a running mean and variance of its observations, weighted by
 job-minutes (one rank reporting for 60 s weighs 1) and forgetting with wall time
 (half-life ``half_life_s``, a day). A two-sided CUSUM of the standardised residuals
@@ -47,6 +53,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
+from fairlane_scoring.class_reference import (
+    ClassReference,
+    JobCost,
+    ReferenceConfig,
+    combined_observations,
+    reference_for,
+    reports_of,
+    with_job_cost,
+)
+
 __all__ = [
     "LearnedSpeed",
     "LearnerConfig",
@@ -58,6 +74,7 @@ __all__ = [
     "estimate",
     "leave_one_out_medians",
     "observe",
+    "observe_across",
     "observe_all",
     "peer_relative",
     "rank_observations",
@@ -81,6 +98,7 @@ class LearnerConfig:
     max_log_ratio: float = math.log(4.0)  # a rank 4x off its peers is not a speed
     max_window_s: float = 600.0  # one report weighs at most ten job-minutes a rank
     clock_exponent: float = 1.09  # PAL SGEMM: relative speed = 1.09 x SM-clock ratio
+    cross_job: ReferenceConfig | None = None  # None: learn within each job only
 
     def __post_init__(self) -> None:
         positive = ("prior_sigma", "half_life_s", "noise_sigma", "noise_floor", "change_alarm")
@@ -102,11 +120,13 @@ class RankReport:
 
 @dataclass(frozen=True)
 class ProgressReport:
-    """One job's window: its class, how long the window was, and every rank in it."""
+    """One job's window: its class, how long the window was, every rank in it, and
+    which job it is (its placement; cross-job learning needs it, "" for none)."""
 
     job_class: str
     window_s: float
     ranks: tuple[RankReport, ...]
+    job: str = ""
 
 
 @dataclass(frozen=True)
@@ -243,23 +263,104 @@ def observe(
     config: LearnerConfig,
     priors: Mapping[str, float] | None = None,
 ) -> dict[tuple[str, str], SpeedState]:
-    """The new states of the (GPU, class) pairs this report teaches something about.
+    """The new states of the (GPU, class) pairs this report teaches something about,
+    from within the job only.
 
     ``priors``: log-speed priors by GPU (:func:`clock_prior`) for GPUs not learned yet."""
-    priors = priors or {}
+    return _learn(states, None, report, now_ms, config=config, priors=priors or {})[0]
+
+
+def observe_across(
+    states: Mapping[tuple[str, str], SpeedState],
+    reference: ClassReference | None,
+    report: ProgressReport,
+    now_ms: int,
+    *,
+    config: LearnerConfig,
+    priors: Mapping[str, float] | None = None,
+) -> tuple[dict[tuple[str, str], SpeedState], ClassReference | None]:
+    """:func:`observe` with the job's class's reference (``config.cross_job``; without
+    it, or for a report that names no job, exactly :func:`observe`), and the reference
+    with this job's cost in it (None: unchanged)."""
+    return _learn(
+        states, reference or ClassReference(), report, now_ms, config=config, priors=priors or {}
+    )
+
+
+def _learn(
+    states: Mapping[tuple[str, str], SpeedState],
+    reference: ClassReference | None,
+    report: ProgressReport,
+    now_ms: int,
+    *,
+    config: LearnerConfig,
+    priors: Mapping[str, float],
+) -> tuple[dict[tuple[str, str], SpeedState], ClassReference | None]:
     keys = [(rank.gpu, report.job_class) for rank in report.ranks]
-    known = [
-        _log_estimate(states.get(key), priors.get(key[0], 0.0), now_ms, config) for key in keys
-    ]
+    known = [_known(states.get(key), priors.get(key[0], 0.0), now_ms, config) for key in keys]
     # A day-long window is one measurement, not 1,440: it must not drown the others.
     weight = min(max(report.window_s, 0.0), config.max_window_s) / 60.0
     updated: dict[tuple[str, str], SpeedState] = {}
     if weight <= 0:
-        return updated
-    for key, x in zip(keys, rank_observations(report, known, config), strict=True):
-        if x is not None and key not in updated:
-            updated[key] = _observe_one(states.get(key, SpeedState()), x, weight, now_ms, config)
-    return updated
+        return updated, None
+    across = config.cross_job if report.job and reference is not None else None
+    if across is None:
+        speeds = [speed for speed, _ in known]
+        observed = [
+            None if x is None else (x, 1.0) for x in rank_observations(report, speeds, config)
+        ]
+        new_reference = None
+    else:
+        assert reference is not None
+        observed, new_reference = _observe_across(reference, report, known, now_ms, config)
+    for key, seen in zip(keys, observed, strict=True):
+        if seen is not None and key not in updated:
+            x, factor = seen
+            state = states.get(key, SpeedState())
+            updated[key] = _observe_one(state, x, weight * factor, now_ms, config)
+    return updated, new_reference
+
+
+def _observe_across(
+    reference: ClassReference,
+    report: ProgressReport,
+    known: Sequence[tuple[float, float]],
+    now_ms: int,
+    config: LearnerConfig,
+) -> tuple[list[tuple[float, float] | None], ClassReference | None]:
+    """Each rank's (observation, weight factor) from its peers and its class
+    (:func:`combined_observations`), and the reference with this job's cost."""
+    assert config.cross_job is not None
+    times = np.array([r.compute_s_per_step for r in report.ranks], dtype=np.float64)
+    n = times.size
+    if n == 0 or not np.all(np.isfinite(times) & (times > 0)):
+        return [None] * n, None
+    own = np.log(times) + np.log([r.model_speed for r in report.ranks])
+    speeds = np.array([speed for speed, _ in known])
+    cost = JobCost(report.job, float(np.median(own + speeds)), now_ms)
+    new_reference = with_job_cost(reference, cost, config.cross_job)
+    class_cost = reference_for(reference, report.job, now_ms, config.cross_job)
+    if class_cost is None:  # the class says nothing yet: within the job only
+        within = rank_observations(report, speeds.tolist(), config)
+        return [None if x is None else (x, 1.0) for x in within], new_reference
+    peers = variances = None
+    if n >= 2:
+        peers = leave_one_out_medians(own + speeds)
+        # The peers' estimate errs by their speeds' errors (shared, so not averaged away)
+        # and by their noise (a median of n - 1: pi / 2 x the variance of a mean).
+        errors = leave_one_out_medians([error**2 for _, error in known])
+        variances = errors + config.noise_sigma**2 * math.pi / (2 * (n - 1))
+    observed = combined_observations(
+        own,
+        peers,
+        variances,
+        class_cost,
+        noise_sigma=config.noise_sigma,
+        repeat=reports_of(reference, report.job) + 1,
+    )
+    return [
+        seen if abs(seen[0]) <= config.max_log_ratio else None for seen in observed
+    ], new_reference
 
 
 def _shrunk(stats: Running, prior: float, config: LearnerConfig) -> tuple[float, float, float]:
@@ -272,12 +373,14 @@ def _shrunk(stats: Running, prior: float, config: LearnerConfig) -> tuple[float,
     return log_speed, math.sqrt(1.0 / total), data_precision / total
 
 
-def _log_estimate(
+def _known(
     state: SpeedState | None, prior: float, now_ms: int, config: LearnerConfig
-) -> float:
+) -> tuple[float, float]:
+    """(log speed, standard error) of what is known of a GPU now."""
     if state is None:
-        return prior
-    return _shrunk(state.stats.decayed(now_ms, config.half_life_s), prior, config)[0]
+        return prior, config.prior_sigma
+    log_speed, error, _ = _shrunk(state.stats.decayed(now_ms, config.half_life_s), prior, config)
+    return log_speed, error
 
 
 def estimate(
@@ -315,8 +418,19 @@ def observe_all(
     reports: Iterable[tuple[int, ProgressReport]],
     config: LearnerConfig,
     priors: Mapping[str, float] | None = None,
+    references: dict[str, ClassReference] | None = None,
 ) -> dict[tuple[str, str], SpeedState]:
-    """``states`` after these (now_ms, report) pairs, in order (updated in place)."""
+    """``states`` after these (now_ms, report) pairs, in order (updated in place);
+    ``references`` (by class, updated in place): learn across jobs too."""
     for now_ms, report in reports:
-        states.update(observe(states, report, now_ms, config, priors))
+        if references is None:
+            states.update(observe(states, report, now_ms, config, priors))
+            continue
+        reference = references.get(report.job_class)
+        learned, new_reference = observe_across(
+            states, reference, report, now_ms, config=config, priors=priors
+        )
+        states.update(learned)
+        if new_reference is not None:
+            references[report.job_class] = new_reference
     return states
