@@ -7,13 +7,16 @@ import math
 import pytest
 
 from fairlane_scorer.core.progress import JoinedProgress, JoinedRank
+from fairlane_scorer.core.records import model_speed
 from fairlane_scorer.core.speed_book import PublishConfig, SpeedBook
 from fairlane_scorer.core.speed_input import GpuInfo
 from fairlane_scorer.core.speeds import (
     UNKNOWN_MODEL,
     SpeedRow,
     clock_priors,
+    decode_reference,
     decode_row,
+    encode_reference,
     encode_row,
     gone,
     learn,
@@ -23,6 +26,7 @@ from fairlane_scorer.core.speeds import (
     to_report,
 )
 from fairlane_scorer.errors import SpeedRowFormatError
+from fairlane_scoring.class_reference import ClassReference, JobCost, ReferenceConfig
 from fairlane_scoring.learned_speed import LearnerConfig, Running, SpeedState
 
 T0 = 1_700_000_000_000
@@ -61,6 +65,34 @@ def test_rows_round_trip_and_other_formats_are_refused() -> None:
     for data in (b"{}", b'{"format": "speed-row/2"}', b"[1]", b"not json"):
         with pytest.raises(SpeedRowFormatError):
             decode_row(data)
+
+
+def test_class_references_round_trip_and_other_formats_are_refused() -> None:
+    reference = ClassReference((JobCost("p1", -1.6, T0, 3), JobCost("p2", -1.4, T0 + 1, 1)))
+    assert decode_reference(encode_reference(reference)) == reference
+    for data in (b"{}", b'{"format": "class-reference/2"}', b'{"format": "speed-row/1"}'):
+        with pytest.raises(SpeedRowFormatError):
+            decode_reference(data)
+
+
+def test_across_jobs_a_one_rank_job_teaches_its_gpu_and_joins_its_class() -> None:
+    """A class whose 20 other placements ran at 0.3 s a step on typical H100s: a
+    placement at 0.5 s on one H100 teaches it it is slow; its replay changes nothing."""
+    across = LearnerConfig(cross_job=ReferenceConfig())
+    usual = math.log(0.3 * model_speed(H100)[0])  # normalised: on a speed-1.0 GPU
+    others = tuple(JobCost(f"other-{i}", usual, T0) for i in range(20))
+    reference = ClassReference(others)
+    one = report(T0 + 60_000, {"slow": 0.5})
+    result = learn({}, one, infos("slow"), {}, across, reference=reference)
+    assert result.rows[speed_key("slow", CLASS)].state.stats.mean == pytest.approx(
+        math.log(0.3 / 0.5)
+    )
+    assert result.reference is not None
+    assert [c.job for c in result.reference.costs][-1] == "p1"
+    replay = learn(result.rows, one, infos("slow"), {}, across, reference=result.reference)
+    assert replay.replayed
+    assert replay.reference is None
+    assert learn({}, one, infos("slow"), {}, CONFIG, reference=reference).rows == {}
 
 
 def test_the_nvml_prior_is_the_busy_clock_against_the_models_median() -> None:

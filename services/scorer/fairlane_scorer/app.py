@@ -26,7 +26,8 @@ The speed learner (:mod:`fairlane_scorer.speed_agents` and
   (:mod:`fairlane_scorer.held_progress`), co-partitioned likewise;
 - ``placement-ended``: placement id -> when it ended, while its ``placement-gpus`` row
   stays for its last reports (:mod:`fairlane_scorer.ended_placements`), likewise;
-- ``speed-gpu-infos`` and ``speed-rows``: the learner's state, co-partitioned with its
+- ``speed-gpu-infos``, ``speed-rows`` and ``speed-class-references`` (written only when
+  the learner learns across jobs): the learner's state, co-partitioned with its
   single-partition input topic (``<app id>-speed-input``), which the progress agent and
   the scoring agent write to; a timer re-publishes quiet speeds.
 """
@@ -78,6 +79,7 @@ HELD_PROGRESS_TABLE = "progress-held"
 PLACEMENT_ENDED_TABLE = "placement-ended"
 GPU_INFOS_TABLE = "speed-gpu-infos"
 SPEED_ROWS_TABLE = "speed-rows"
+SPEED_REFERENCES_TABLE = "speed-class-references"
 
 
 def _broker_urls(bootstrap: str) -> list[str]:
@@ -203,6 +205,7 @@ def _agents(app: faust.App, settings: ScorerSettings, metrics: ScorerMetrics) ->
             progress=progress,
             gpu_infos=table(GPU_INFOS_TABLE, 1, value_type=bytes),
             rows=table(SPEED_ROWS_TABLE, 1, value_type=bytes),
+            references=table(SPEED_REFERENCES_TABLE, 1, value_type=bytes),
         )
     return ScoringAgents(
         config=settings.score_config(),

@@ -9,6 +9,7 @@ from pydantic import Field
 from fairlane_runtime.settings import ServiceSettings
 from fairlane_scorer.core.holding import HoldConfig
 from fairlane_scorer.core.speed_book import PublishConfig
+from fairlane_scoring.class_reference import ReferenceConfig
 from fairlane_scoring.config import ScoreConfig
 from fairlane_scoring.learned_speed import LearnerConfig
 
@@ -73,6 +74,12 @@ class ScorerSettings(ServiceSettings):
         description="learn each GPU's speed per job class from fairlane.job-progress.v1 "
         "and publish it on fairlane.gpu-speeds.v1",
     )
+    speed_cross_job: bool = Field(
+        False,
+        description="learn each GPU's speed across jobs of a class too (a one-GPU job "
+        "teaches its GPU against the class's usual cost); off: on Gavel's jobs it did not "
+        "help (docs/evaluation.md, learned speed)",
+    )
     speed_epsilon: float = Field(
         0.01, ge=0, description="a learned speed moving more than this is published"
     )
@@ -118,7 +125,7 @@ class ScorerSettings(ServiceSettings):
         )
 
     def learner_config(self) -> LearnerConfig:
-        return LearnerConfig()
+        return LearnerConfig(cross_job=ReferenceConfig() if self.speed_cross_job else None)
 
     def publish_config(self) -> PublishConfig:
         return PublishConfig(

@@ -11,7 +11,9 @@ Three stages, each in the partitions that hold what it needs:
    model, SM clock while busy, sample time, when they move).
 3. **Learner** (the input topic's one partition): :meth:`SpeedAgents.on_input` keeps
    ``gpu-infos`` (uuid -> :class:`GpuInfo`) and ``speed-rows`` ("<uuid>/<class>" ->
-   :class:`SpeedRow`), both changelogged, so the learned speeds survive kill -9; each
+   :class:`SpeedRow`), both changelogged, so the learned speeds survive kill -9 (and,
+   learning across jobs, ``speed-class-references``: class -> :class:`ClassReference`,
+   changelogged likewise); each
    batch's moved speeds go to the compacted ``fairlane.gpu-speeds.v1``
    (:class:`SpeedBook`), and :meth:`SpeedAgents.heartbeat` re-publishes the quiet ones.
 
@@ -46,7 +48,9 @@ from fairlane_scorer.core.speed_input import (
 from fairlane_scorer.core.speeds import (
     SpeedRow,
     clock_priors,
+    decode_reference,
     decode_row,
+    encode_reference,
     encode_row,
     gone,
     learn,
@@ -59,6 +63,7 @@ from fairlane_scorer.errors import SpeedInputFormatError
 from fairlane_scorer.metrics import ScorerMetrics
 from fairlane_scorer.progress_agents import LEARNER_PARTITION, ProgressAgents
 from fairlane_scorer.rejects import dead_letter
+from fairlane_scoring.class_reference import ClassReference
 from fairlane_scoring.learned_speed import LearnerConfig
 from fairlane_scoring.reference import ScoreResult
 
@@ -108,6 +113,7 @@ class SpeedAgents:
     progress: ProgressAgents  # stages 1 and 2: progress checked against its placement
     gpu_infos: Table  # uuid -> GpuInfo (encode_gpu_info bytes as recovered)
     rows: Table  # "<uuid>/<class>" -> SpeedRow (encode_row bytes as recovered)
+    references: Table  # "<class>" -> ClassReference (encode_reference bytes as recovered)
     book: SpeedBook = field(init=False)
     # uuid -> (what was sent to the learner, when): lost on restart, so sent again once
     forwarded: dict[str, tuple[GpuInfo, int]] = field(default_factory=dict)
@@ -156,6 +162,16 @@ class SpeedAgents:
             decoded = decode_input(stored)
             stored = self.gpu_infos.data[uuid] = decoded if isinstance(decoded, GpuInfo) else None
         return cast(GpuInfo | None, stored)
+
+    def _reference(self, job_class: str) -> ClassReference | None:
+        """The class's reference, when the learner learns across jobs (None: it does not,
+        or no report of the class yet)."""
+        if self.learner.cross_job is None:
+            return None
+        stored = self.references.data.get(job_class)
+        if isinstance(stored, bytes):
+            stored = self.references.data[job_class] = decode_reference(stored)
+        return cast(ClassReference | None, stored)
 
     def _current_priors(self) -> dict[str, float]:
         if self._priors is None:
@@ -211,21 +227,39 @@ class SpeedAgents:
                 await out.write(self.rows, LEARNER_PARTITION, key, row, encode_row(row))
                 touched.add(key)
         for message, joined in items:
-            infos = {r.uuid: info for r in joined.ranks if (info := self._gpu_info(r.uuid))}
-            keys = [speed_key(r.uuid, joined.job_class) for r in joined.ranks]
-            known = {key: rows[key] for key in keys if key in self.rows.data}
-            result = learn(known, joined, infos, priors, self.learner)
-            self.metrics.progress_learned.inc()
-            if result.replayed:
-                self.metrics.progress_replayed.inc()
-            for key, row in result.rows.items():
-                await out.write(self.rows, message.partition, key, row, encode_row(row))
-                touched.add(key)
-            self._job_classes().add(joined.job_class)
+            touched |= await self._learn(message, joined, rows, priors, out)
         if not self.book.primed:
             self.book.prime(rows, priors, at_ms)
         await self._publish(self.book.changed(rows, touched, priors, at_ms), out)
         await self._forget_gone(rows, out, at_ms)
+
+    async def _learn(
+        self,
+        message: Message,
+        joined: JoinedProgress,
+        rows: _Rows,
+        priors: Mapping[str, float],
+        out: Deliveries,
+    ) -> set[str]:
+        """Learn one report; write the rows it changed (and its class's reference) and
+        return their keys."""
+        infos = {r.uuid: info for r in joined.ranks if (info := self._gpu_info(r.uuid))}
+        keys = [speed_key(r.uuid, joined.job_class) for r in joined.ranks]
+        known = {key: rows[key] for key in keys if key in self.rows.data}
+        reference = self._reference(joined.job_class)
+        result = learn(known, joined, infos, priors, self.learner, reference=reference)
+        if result.reference is not None:  # None unless learning across jobs
+            encoded = encode_reference(result.reference)
+            await out.write(
+                self.references, message.partition, joined.job_class, result.reference, encoded
+            )
+        self.metrics.progress_learned.inc()
+        if result.replayed:
+            self.metrics.progress_replayed.inc()
+        for key, row in result.rows.items():
+            await out.write(self.rows, message.partition, key, row, encode_row(row))
+        self._job_classes().add(joined.job_class)
+        return set(result.rows)
 
     async def _forget_gone(self, rows: _Rows, out: Deliveries, at_ms: int) -> None:
         """Drop the rows of GPUs gone from the fleet (:func:`gone`, in the input's event

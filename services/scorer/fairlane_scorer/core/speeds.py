@@ -7,6 +7,10 @@ GPU is, what model it is, and the time of the newest report learned. Time is the
 reports' own (``ts_ms``, the end of their window), so a report replayed after a crash
 finds its time already learned and teaches nothing twice.
 
+With cross-job learning on (``LearnerConfig.cross_job``), one more row per job class,
+key ``"<job class>"`` in its own table: the class's :class:`ClassReference` (its recent
+jobs' costs, :func:`encode_reference`), changed by each report of the class.
+
 Each rank's catalogue speed (the ``v_m`` of the model) is its GPU model's relative speed
 (:func:`fairlane_scorer.core.records.model_speed`); the NVML prior is the GPU's SM clock
 while busy against its model's fleet median (:func:`clock_priors`).
@@ -26,6 +30,7 @@ from fairlane_scorer.core.progress import JoinedProgress
 from fairlane_scorer.core.records import model_speed
 from fairlane_scorer.core.speed_input import GpuInfo
 from fairlane_scorer.errors import SpeedRowFormatError
+from fairlane_scoring.class_reference import ClassReference, JobCost
 from fairlane_scoring.learned_speed import (
     LearnerConfig,
     ProgressReport,
@@ -33,7 +38,7 @@ from fairlane_scoring.learned_speed import (
     Running,
     SpeedState,
     clock_prior,
-    observe,
+    observe_across,
 )
 
 __all__ = [
@@ -41,7 +46,9 @@ __all__ = [
     "LearnResult",
     "SpeedRow",
     "clock_priors",
+    "decode_reference",
     "decode_row",
+    "encode_reference",
     "encode_row",
     "gone",
     "learn",
@@ -55,6 +62,7 @@ __all__ = [
 UNKNOWN_MODEL = "unknown"
 
 _FORMAT = "speed-row/1"
+_REFERENCE_FORMAT = "class-reference/1"
 
 
 @dataclass(frozen=True)
@@ -116,6 +124,33 @@ def decode_row(data: bytes) -> SpeedRow:
         raise SpeedRowFormatError(f"not a speed row: {exc!r}") from exc
 
 
+def encode_reference(reference: ClassReference) -> bytes:
+    return orjson.dumps(
+        {
+            "format": _REFERENCE_FORMAT,
+            "costs": [[c.job, c.log_cost, c.updated_ms, c.reports] for c in reference.costs],
+        }
+    )
+
+
+def decode_reference(data: bytes) -> ClassReference:
+    """A class's reference :func:`encode_reference` wrote, or :class:`SpeedRowFormatError`."""
+    try:
+        raw: Any = orjson.loads(data)
+        if raw.get("format") != _REFERENCE_FORMAT:
+            raise SpeedRowFormatError(f"unknown class-reference format {raw.get('format')!r}")
+        return ClassReference(
+            tuple(
+                JobCost(str(job), float(cost), int(updated_ms), int(reports))
+                for job, cost, updated_ms, reports in raw["costs"]
+            )
+        )
+    except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, SpeedRowFormatError):
+            raise
+        raise SpeedRowFormatError(f"not a class reference: {exc!r}") from exc
+
+
 def clock_priors(infos: Mapping[str, GpuInfo], config: LearnerConfig) -> dict[str, float]:
     """Each GPU's NVML prior (log speed, :func:`clock_prior`): its SM clock while busy
     against the median of its model's GPUs seen busy. A GPU not seen busy has none (0:
@@ -138,7 +173,8 @@ def _model_of(uuid: str, infos: Mapping[str, GpuInfo]) -> str:
 
 
 def to_report(joined: JoinedProgress, infos: Mapping[str, GpuInfo]) -> ProgressReport:
-    """The learner's view of a joined report: each rank's time and its model's speed."""
+    """The learner's view of a joined report: each rank's time and its model's speed,
+    the job its placement."""
     return ProgressReport(
         job_class=joined.job_class,
         window_s=joined.window_s,
@@ -146,16 +182,19 @@ def to_report(joined: JoinedProgress, infos: Mapping[str, GpuInfo]) -> ProgressR
             RankReport(r.uuid, r.compute_s_per_step, model_speed(_model_of(r.uuid, infos))[0])
             for r in joined.ranks
         ),
+        job=joined.placement_id,
     )
 
 
 @dataclass(frozen=True)
 class LearnResult:
-    """The rows a report changed, and whether it was a replay (every rank's GPU had
-    learned it, or a newer report, already)."""
+    """The rows a report changed, whether it was a replay (every rank's GPU had
+    learned it, or a newer report, already), and its class's new reference (None:
+    unchanged)."""
 
     rows: dict[str, SpeedRow]
     replayed: bool
+    reference: ClassReference | None = None
 
 
 def learn(
@@ -164,10 +203,14 @@ def learn(
     infos: Mapping[str, GpuInfo],
     priors: Mapping[str, float],
     config: LearnerConfig,
+    *,
+    reference: ClassReference | None = None,
 ) -> LearnResult:
-    """The rows after one report (:func:`observe` at the report's time). A GPU whose row
-    already holds a report at least as new learns nothing from it; the others learn as
-    if it were the first time (the replayed GPUs' estimates stand for the job's cost)."""
+    """The rows after one report (:func:`observe_across` at the report's time, with the
+    class's ``reference`` when the learner learns across jobs). A GPU whose row already
+    holds a report at least as new learns nothing from it; the others learn as if it
+    were the first time (the replayed GPUs' estimates stand for the job's cost). A
+    replay leaves the reference as it was."""
     keys = [speed_key(r.uuid, joined.job_class) for r in joined.ranks]
     fresh = {k for k in keys if (row := rows.get(k)) is None or row.last_ts_ms < joined.ts_ms}
     if not fresh:
@@ -177,7 +220,10 @@ def learn(
         for rank, key in zip(joined.ranks, keys, strict=True)
         if (row := rows.get(key)) is not None
     }
-    observed = observe(states, to_report(joined, infos), joined.ts_ms, config, priors)
+    report = to_report(joined, infos)
+    observed, new_reference = observe_across(
+        states, reference, report, joined.ts_ms, config=config, priors=priors
+    )
     changed: dict[str, SpeedRow] = {}
     for rank in joined.ranks:
         key = speed_key(rank.uuid, joined.job_class)
@@ -189,7 +235,7 @@ def learn(
         if model == UNKNOWN_MODEL and previous is not None:
             model = previous.model
         changed[key] = SpeedRow(state, rank.node, model, joined.ts_ms)
-    return LearnResult(changed, replayed=False)
+    return LearnResult(changed, replayed=False, reference=new_reference)
 
 
 def gone(
