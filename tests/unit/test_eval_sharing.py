@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from fairlane_eval.__main__ import main
@@ -33,7 +33,13 @@ from fairlane_eval.core.sharing_study import (
 from fairlane_eval.core.sharing_summary import summarise_study
 from fairlane_eval.errors import ClusterError, WorkloadError
 from fairlane_eval.sharing_command import _chosen_rules
-from fairlane_scheduler.core.sharing import DEFAULT_MIX, MixEntry, ShareAsk, WorkloadMix
+from fairlane_scheduler.core.sharing import (
+    DEFAULT_MIX,
+    WHOLE_MILLI,
+    MixEntry,
+    ShareAsk,
+    WorkloadMix,
+)
 
 HALVES = WorkloadMix((MixEntry(ShareAsk(500)),))
 
@@ -245,22 +251,26 @@ def test_the_sharing_command_refuses_bad_options_in_one_line(
     st.sampled_from(STUDY_RULES),
     st.booleans(),
 )
+@example([2, 4], [470, 1000, 1000, 1000, 470, 220, 810, 810, 220, 50], "fgd", False)
 def test_every_run_accounts_for_each_placed_pods_share_and_only_fills_up(
     node_gpus: list[int], shares: list[int], rule: StudyRule, pack_cpu: bool
 ) -> None:
     nodes = [TraceNode(f"n{i}", gpus, "T4", 8000) for i, gpus in enumerate(node_gpus)]
     capacity, arrivals = sum(node_gpus), list[TracePod]()
     for milli in shares:  # up to the pod whose demand reaches the capacity, as drawn
-        if sum(p.gpu_demand for p in arrivals) < capacity:
+        # In thousandths: summed as floats, 0.47 + ... + 0.22 may fall short of 6 GPUs
+        # that the study (whose checkpoints allow for that) counts as reached.
+        if sum(p.gpus * p.milli for p in arrivals) < capacity * WHOLE_MILLI:
             arrivals.append(pod(milli, cpu_milli=3000))
     config = StudyConfig(max_load=1.0, load_step=0.25, pack_cpu=pack_cpu)
     run = study(nodes, arrivals, rule, mix=pod_mix(arrivals), config=config)
-    demand = sum(p.gpu_demand for p in arrivals)
-    placed = demand / capacity - (run.points[-1].failed_demand if run.points else 0)
+    demand_milli = sum(p.gpus * p.milli for p in arrivals)
+    failed = run.points[-1].failed_demand if run.points else 0
+    placed = demand_milli / (capacity * WHOLE_MILLI) - failed
     for point in run.points:
         assert 0 <= point.fragmented <= point.unallocated + 1e-9
         assert point.unallocated >= -1e-9
-    if demand >= capacity:  # the last point (load 1.0) came with the last pod
+    if demand_milli >= capacity * WHOLE_MILLI:  # the last point (load 1.0), the last pod
         assert run.points[-1].unallocated == pytest.approx(1 - placed)
     unallocated = [p.unallocated for p in run.points]
     assert unallocated == sorted(unallocated, reverse=True)
