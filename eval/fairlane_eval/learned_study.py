@@ -166,11 +166,10 @@ def _fleet_table(
                 for policy in LEARNED
             ]
             fleet = "Longhorn classes" if class_speeds else "uniform"
-            cells = " | ".join(f"{mean[p]:.3f} h" for p in POLICIES)
-            print(
-                f"| {fleet} | x{rate:g} | {cells} | {' | '.join(map(str, changes))} | {' | '.join(shares)} |",
-                file=out,
+            cells = " | ".join(
+                [*(f"{mean[p]:.3f} h" for p in POLICIES), *map(str, changes), *shares]
             )
+            print(f"| {fleet} | x{rate:g} | {cells} |", file=out)
 
 
 def _learn_table(out: TextIO, seeds: Sequence[int]) -> None:
