@@ -30,6 +30,9 @@ class SimConfig:
     #: 1.08: the pooled spread of log V100 steps/s among Gavel's job types that share a
     #: class (resnet50 0.85, bert 1.36, pagerank 0.86). 0: every cost known exactly.
     job_cost_sigma: float = 1.08
+    #: A one-GPU job (learning across jobs only) sends this many reports, not one a
+    #: window for its whole run (engine: why).
+    lone_reports: int = 15
 
     @property
     def interval_s(self) -> float:
