@@ -98,3 +98,21 @@ def test_learning_runs_are_deterministic() -> None:
         for _ in range(2)
     ]
     assert results[0] == results[1]
+
+
+def test_across_jobs_one_gpu_jobs_teach_a_slow_gpu_that_within_jobs_cannot() -> None:
+    """Rounds of three one-GPU jobs on four GPUs, GPU 0 at half speed for ResNet: the
+    scores' tie noise puts a job of about every other round there. Within jobs nothing
+    is learned; across jobs
+    (every job's cost known: a tight class) GPU 0 is found once the class has 16 jobs,
+    and the later rounds leave it idle."""
+    fleet = node_of_four([0.5, 1.0, 1.0, 1.0])
+    jobs = [Job(f"j{r}-{k}", r * 1300.0, 1, 1, RESNET, 600.0) for r in range(20) for k in range(3)]
+    config = SimConfig(job_cost_sigma=0.0)
+
+    def slow_starts(name: str) -> int:
+        result = simulate(jobs, fleet, policy(name), OneStepPerSecond(), config, seed=1)
+        return sum(1 for outcome in result.outcomes if outcome.rows == (0,))
+
+    assert slow_starts("fairlane-learned") >= 8  # 9 of 20 at seed 1
+    assert slow_starts("fairlane-learned-across") <= 4  # all before the class had 16 jobs
