@@ -118,7 +118,7 @@ def scorer_topics(app_id: str) -> list[TopicSpec]:
         TopicSpec(speed_input_topic(app_id), 1),
         *(
             TopicSpec(f"{app_id}-{table}-changelog", 1, compacted)
-            for table in (GPU_INFOS_TABLE, SPEED_ROWS_TABLE)
+            for table in (GPU_INFOS_TABLE, SPEED_ROWS_TABLE, SPEED_REFERENCES_TABLE)
         ),
     ]
 
