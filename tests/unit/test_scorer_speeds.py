@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -213,6 +214,18 @@ def test_a_speed_is_published_again_only_when_it_moves_or_its_heartbeat_is_due()
     slower = learned_fleet(slow_time=0.6, rounds=8)  # the slow GPU got slower
     moved = b.changed(slower, [speed_key("slow", CLASS)], {}, now + 301_000)
     assert [key for key, _ in moved] == [speed_key("slow", CLASS)]
+
+
+def test_a_row_that_took_its_model_late_is_published_again_with_it() -> None:
+    """A backlog read in another order: speeds published as of an unknown model, then
+    the scores name it; the speed has not moved, yet its record must say the model."""
+    rows, now = learned_fleet(), T0 + 10 * 60_000
+    unnamed = {key: replace(row, model=UNKNOWN_MODEL) for key, row in rows.items()}
+    b = book()
+    b.changed(unnamed, unnamed, {}, now)
+    key = speed_key("slow", CLASS)
+    again = b.changed(rows, [key], {}, now + 1000)
+    assert [(k, record.model) for k, record in again] == [(key, H100)]
 
 
 def test_a_moved_peer_median_republishes_the_whole_group() -> None:

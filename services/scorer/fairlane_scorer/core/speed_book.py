@@ -89,7 +89,8 @@ class SpeedBook:
         self._groups: dict[Group, set[str]] = defaultdict(set)
         self._group_of: dict[str, Group] = {}
         self._medians: dict[Group, float | None] = {}
-        self._published: dict[str, tuple[float, int]] = {}  # key -> (speed, ms) sent last
+        # key -> (speed, ms, model) sent last
+        self._published: dict[str, tuple[float, int, str]] = {}
         self.primed = False
 
     def prime(self, rows: Mapping[str, SpeedRow], priors: Mapping[str, float], now_ms: int) -> None:
@@ -203,9 +204,10 @@ class SpeedBook:
                 or last is None
                 or abs(record.speed - last[0]) > self._config.epsilon
                 or now_ms - last[1] >= period_ms
+                or record.model != last[2]  # the scores named the GPU's model late
             ):
                 out.append((key, record))
-                self._published[key] = (record.speed, now_ms)
+                self._published[key] = (record.speed, now_ms, record.model)
         return out
 
 
