@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import httpx
 
 from tests.processes import free_port, service, wait_for_http
 from tests.servers import ROOT
@@ -54,6 +57,19 @@ class LiveStack:
 
     def node(self, n: int) -> str:
         return f"{self.prefix}-{n:04d}"
+
+    def wait_for_free_gpus(self, count: int, timeout_s: float = 90) -> None:
+        """Until this stack's fleet has ``count`` free GPUs in the scheduler's view: the
+        stack is up once the agent answers, its first scores come after (the scorer may
+        still be reading the session's earlier samples)."""
+        headers = {"Authorization": f"Bearer {self.token}"}
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            nodes = httpx.get(f"{self.url}/v1/nodes", headers=headers).json()
+            if sum(n["free"] for n in nodes if n["node"].startswith(self.prefix)) >= count:
+                return
+            time.sleep(1)
+        raise AssertionError(f"the scheduler never saw {count} free GPUs: {nodes}")
 
 
 @contextlib.contextmanager

@@ -50,10 +50,6 @@ def stack(
 
 def place(stack: LiveStack, body: dict[str, Any]) -> str:
     headers = {"Authorization": f"Bearer {stack.token}"}
-    deadline = time.monotonic() + 60
-    while httpx.get(f"{stack.url}/readyz").status_code != 200:
-        assert time.monotonic() < deadline, httpx.get(f"{stack.url}/readyz").text
-        time.sleep(0.5)
     answer = httpx.post(f"{stack.url}/v1/placements", json=body, headers=headers)
     assert answer.status_code == 201, answer.text
     return str(answer.json()["id"])
@@ -67,6 +63,7 @@ def test_a_placement_that_leaves_its_gpu_idle_is_announced_through_the_pipeline(
     stack: LiveStack, kafka_bootstrap: str
 ) -> None:
     common = {"models": [MODEL], "lease_s": 600}
+    stack.wait_for_free_gpus(2)
     tiny = place(stack, {"job_id": "tiny", "gpus_per_node": 1, "gpu_share": 0.01, **common})
     busy = place(stack, {"job_id": "busy", "gpus_per_node": 1, **common})
     deadline = time.monotonic() + 90

@@ -68,23 +68,8 @@ def _launch(live: LiveStack, bootstrap: str, speeds: Path, log: Path) -> subproc
         return subprocess.Popen(run, env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
-def _wait_for_free_gpus(live: LiveStack, count: int, timeout_s: float = 90) -> None:
-    """Until this test's fleet has ``count`` free GPUs in the scheduler's view."""
-    headers = {"Authorization": f"Bearer {live.token}"}
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        nodes = httpx.get(f"{live.url}/v1/nodes", headers=headers).json()
-        if sum(n["free"] for n in nodes if n["node"].startswith(live.prefix)) >= count:
-            return
-        time.sleep(1)
-    raise AssertionError(f"the scheduler never saw {count} free GPUs: {nodes}")
-
-
 @pytest.fixture
 def stack(kafka_bootstrap: str, database_url: str, tmp_path: Path) -> Iterator[LiveStack]:
-    # A seed of its own: live_stack's (3) on a fleet of this shape gives the GPU uuids of
-    # the dashboard test's fleet, whose last scores (a hot aisle) the session's scheduler
-    # would then take for this fleet's.
     slow = ["--seed", "27", "--slow-fraction", "0.125", "--slow-speed", str(SLOW_SPEED)]
     slow += ["--slow-classes", CLASS]
     slow += ["--hidden-speeds-file", str(tmp_path / "hidden-speeds.json")]
@@ -102,7 +87,7 @@ async def test_jobs_teach_the_slow_gpus_and_later_placements_avoid_them(
     hidden = orjson.loads(speeds_file.read_bytes())
     slow = {u for u, s in hidden.items() if s[CLASS] < 0.6 * s[ANY_CLASS]}
     assert len(slow) == 1
-    _wait_for_free_gpus(stack, 8)
+    stack.wait_for_free_gpus(8)
     reader = TopicReader(kafka_bootstrap, GPU_SPEEDS, GpuSpeed, lambda r, _: r.uuid in hidden)
     await reader.start()
     jobs = [_launch(stack, kafka_bootstrap, speeds_file, tmp_path / f"job-{i}.log") for i in (0, 1)]
@@ -135,7 +120,7 @@ async def test_jobs_teach_the_slow_gpus_and_later_placements_avoid_them(
 
     # The launchers released their placements; seven one-GPU placements of the class now
     # take the seven GPUs the learner trusts, never the slow one.
-    _wait_for_free_gpus(stack, 8)
+    stack.wait_for_free_gpus(8)
     headers = {"Authorization": f"Bearer {stack.token}"}
     taken: set[str] = set()
     async with httpx.AsyncClient(base_url=stack.url, headers=headers) as api:

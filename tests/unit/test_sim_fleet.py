@@ -19,6 +19,15 @@ def test_one_record_per_node_with_every_gpu() -> None:
     assert len({g.uuid for r in records for g in r.gpus}) == 20
 
 
+def test_fleets_of_one_seed_and_shape_on_other_nodes_share_no_gpu_uuid() -> None:
+    def uuids(prefix: str) -> set[str]:
+        sim = FleetSimulator(FleetSpec(nodes=2, seed=3, node_prefix=prefix))
+        return {g.uuid for gpus in sim.gpus.values() for g in gpus}
+
+    assert uuids("dash") == uuids("dash")
+    assert not uuids("dash") & uuids("idle")
+
+
 def test_sm_activity_only_on_gpus_with_gpm() -> None:
     sim = FleetSimulator(FleetSpec(nodes=3, models=("H100", "V100", "A100-80GB")))
     by_model = {g.model: g.sm_active for r in sim.sample(T0) for g in r.gpus}

@@ -128,7 +128,9 @@ class FleetSimulator:
         self, node: str, node_index: int, index: int, model: GpuModelSpec, speed: float
     ) -> SimGpu:
         degraded = bool(self._rng.random() < self.spec.degraded_fraction)
-        gpu_uuid = uuid.UUID(bytes=self._rng.bytes(16), version=4)
+        # Named by the node too: two fleets of one seed and shape on one Kafka (a test
+        # session's stacks, two `make run` agents) must not share GPU uuids.
+        gpu_uuid = uuid.uuid5(uuid.UUID(bytes=self._rng.bytes(16)), f"{node}/{index}")
         idle_temp_c = float(self._rng.uniform(32, 45))
         return SimGpu(
             node, node_index, index, f"GPU-{gpu_uuid}", model, degraded, speed, idle_temp_c
