@@ -25,7 +25,7 @@ import numpy as np
 
 from fairlane_events.records import PlacementEvent, SlowGpu
 from fairlane_scheduler.core.fleet import FleetView
-from fairlane_scheduler.core.placements import Placement
+from fairlane_scheduler.core.placements import Placement, event_fields
 
 __all__ = ["DegradedPolicy", "degraded_event", "slow_gpus", "suspects"]
 
@@ -84,12 +84,8 @@ def slow_gpus(
 def degraded_event(placement: Placement, slow: list[SlowGpu], ts_ms: int) -> PlacementEvent:
     """The ``degraded`` record of ``placement``: its assignment unchanged, ``slow``."""
     return PlacementEvent(
-        placement_id=placement.id,
-        job_id=placement.job_id,
-        namespace=placement.namespace,
+        **event_fields(placement, ts_ms),
         event="degraded",
-        ts_ms=ts_ms,
-        nodes=list(placement.nodes),
         reason=", ".join(f"{s.uuid} {s.source} {s.speed:.3f}" for s in slow),
         slow_gpus=slow,
     )

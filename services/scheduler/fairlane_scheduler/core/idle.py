@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from fairlane_events.records import GpuScore, PlacementEvent
-from fairlane_scheduler.core.placements import Placement
+from fairlane_scheduler.core.placements import Placement, event_fields
 
 __all__ = ["GpuIdleness", "IdlePolicy", "IdleTracker", "idle_event"]
 
@@ -133,12 +133,8 @@ def idle_event(
     if lease_expires_ms is not None:
         reason += "; the namespace's idle policy shortened the lease"
     return PlacementEvent(
-        placement_id=placement.id,
-        job_id=placement.job_id,
-        namespace=placement.namespace,
+        **event_fields(placement, ts_ms),
         event="idle",
-        ts_ms=ts_ms,
-        nodes=list(placement.nodes),
         reason=reason,
         idle_since_ms=idle_since_ms,
         lease_expires_ms=lease_expires_ms,

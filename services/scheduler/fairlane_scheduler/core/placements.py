@@ -18,6 +18,7 @@ __all__ = [
     "Placement",
     "PlacementRequest",
     "assemble",
+    "event_fields",
     "placement_event",
     "request_from_json",
     "request_to_json",
@@ -104,15 +105,18 @@ def placement_event(
     placement: Placement, kind: EventKind, ts_ms: int, reason: str | None = None
 ) -> PlacementEvent:
     """The record the outbox relay publishes for one lifecycle change."""
-    return PlacementEvent(
-        placement_id=placement.id,
-        job_id=placement.job_id,
-        namespace=placement.namespace,
-        event=kind,
-        ts_ms=ts_ms,
-        nodes=list(placement.nodes),
-        reason=reason,
-    )
+    return PlacementEvent(**event_fields(placement, ts_ms), event=kind, reason=reason)
+
+
+def event_fields(placement: Placement, ts_ms: int) -> dict[str, Any]:
+    """What every event about ``placement`` says: who it is and its assignment."""
+    return {
+        "placement_id": placement.id,
+        "job_id": placement.job_id,
+        "namespace": placement.namespace,
+        "ts_ms": ts_ms,
+        "nodes": list(placement.nodes),
+    }
 
 
 def with_master_port(placement: Placement, port: int) -> Placement:
