@@ -188,6 +188,9 @@ def test_prioritize_ranks_the_survivors_from_the_filters_answer() -> None:
     assert verdicts.priorities(["mid", "fast", "gone"]) == [10, 10, 0]
     two = judge(fleet, JobShape(2), ["fast", "slow", "mid"])
     assert two.priorities(["mid", "fast"]) == [8, 10]  # worst GPU 0.7 vs 0.9
+    # A filter that judged no node, then a prioritize of the same pod with nodes (the
+    # sequence a fuzzer sends): every name is unknown and ranks 0 (it raised IndexError: 500).
+    assert judge(fleet, JobShape(1), []).priorities(["mid", "gone"]) == [0, 0]
 
 
 def test_a_node_with_5_qualifying_gpus_takes_two_2_gpu_pods_not_four() -> None:

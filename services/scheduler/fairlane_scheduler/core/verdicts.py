@@ -69,8 +69,9 @@ class Verdicts:
             cap = cap[self.fits]
         elif names is not None:
             index = dict(zip(self.names, range(len(self.names)), strict=True))
-            at = np.fromiter(map(index.get, names, itertools.repeat(-1)), np.intp)
-            cap = np.where(at >= 0, cap[at], 0.0)
+            unknown = len(cap)  # a name the filter did not judge ranks 0: the 0 appended
+            at = np.fromiter(map(index.get, names, itertools.repeat(unknown)), np.intp)
+            cap = np.append(cap, 0.0)[at]
         best = float(cap.max(initial=0.0))
         if best <= 0:
             return [0] * len(cap)
