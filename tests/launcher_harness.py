@@ -87,11 +87,13 @@ class Launcher:
 
 
 @contextlib.contextmanager
-def launcher(args: list[str], env: dict[str, str], log: Path) -> Iterator[Launcher]:
-    """``python -m fairlane run ARGS`` with ``env``; killed (and its job) if still running."""
+def launcher(
+    args: list[str], env: dict[str, str], log: Path, verb: str = "run"
+) -> Iterator[Launcher]:
+    """``python -m fairlane VERB ARGS`` with ``env``; killed (and its job) if still running."""
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "fairlane", "run", *args],
+            [sys.executable, "-m", "fairlane", verb, *args],
             env={**os.environ, **env},
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -12,6 +12,7 @@ import asyncio
 import datetime as dt
 import json
 import os
+import shlex
 import signal
 import sys
 import time
@@ -24,6 +25,7 @@ import pytest
 
 from fairlane.client import AsyncClient, Client
 from fairlane.errors import ApiError, UnreachableError
+from fairlane.launcher import FOLLOW_S
 from fairlane.models import PlacementRequest
 from fairlane_events.records import JobProgress, PlacementEvent, SlowGpu
 from tests.factories import GIB, gpu_score
@@ -226,6 +228,63 @@ def test_a_gang_runs_one_child_per_node(
         assert line in run.text()
     records = asyncio.run(published_progress(kafka_bootstrap, placement_id))
     check_progress(scheduler, placement_id, records, steps=10, job_class="gang")
+
+
+def test_a_multi_host_gang_runs_its_other_node_where_fairlane_join_is_run(
+    env: dict[str, str], scheduler: Scheduler, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """``--multi-host``: the launcher starts node 0 only and prints the ``fairlane join``
+    line of node 1; run as printed (here on this host too), it runs node 1's child, whose
+    ranks' progress is published beside node 0's, and neither renews nor releases."""
+    # A rendezvous, as torchrun's: each node starts stepping once both have started.
+    meet = f"touch {tmp_path}/up-$NODE_RANK; until [ -e {tmp_path}/up-0 ] && "
+    meet += f"[ -e {tmp_path}/up-1 ]; do sleep 0.1; done"
+    job = f"{meet}; exec {sys.executable} -m fairlane.demo --steps 10 --base-s {BASE_S}"
+    args = run_args("--nodes", "2", "--class", "hosts", "--window-s", "1", gpus=1)
+    args += ["--master-addr", "127.0.0.1", "--multi-host", "--", "sh", "-c", job]
+    with launcher(args, env, tmp_path / "run.log") as run:
+        placement_id = run.placement_id()
+        other = placed_nodes(scheduler, placement_id)[1]["node"]
+        line = join_line_of(run, other)
+        assert line[:5] == ["fairlane", "join", placement_id, "--node", other]
+        with launcher(line[2:], env, tmp_path / "join.log", verb="join") as joined:
+            assert joined.exit_code() == 0, joined.text()
+        assert run.exit_code() == 0, run.text()
+    assert f"joined {placement_id} on {other} (node rank 1)" in joined.text()
+    assert f"released {placement_id}" not in joined.text()  # the lease is the first launcher's
+    assert_released(scheduler, placement_id)
+    records = asyncio.run(published_progress(kafka_bootstrap, placement_id))
+    check_progress(scheduler, placement_id, records, steps=10, job_class="hosts")
+    assert {len(r.ranks) for r in records} == {1}  # each host reports its own node
+
+
+def test_a_joined_node_ends_when_the_placement_does(
+    env: dict[str, str], scheduler: Scheduler, tmp_path: Path
+) -> None:
+    args = run_args("--nodes", "2", "--grace-s", "1", gpus=1)
+    args += ["--multi-host", "--", "sh", "-c", "sleep 3"]
+    with launcher(args, env, tmp_path / "run.log") as run:
+        placement_id = run.placement_id()
+        other = placed_nodes(scheduler, placement_id)[1]["node"]
+        nowhere = [placement_id, "--node", "nowhere", "--", "true"]
+        with launcher(nowhere, env, tmp_path / "nowhere.log", verb="join") as wrong:
+            assert wrong.exit_code() == 2
+        assert "has no node nowhere (its nodes: " in wrong.text()
+        line = join_line_of(run, other)
+        forever = [*line[2 : line.index("--")], "--", "sleep", "600"]
+        with launcher(forever, env, tmp_path / "join.log", verb="join") as joined:
+            assert run.exit_code() == 0, run.text()
+            # released: the grace (1 s) to end by itself, then SIGTERM
+            assert joined.exit_code(timeout_s=FOLLOW_S + 10) == 128 + signal.SIGTERM
+    assert f"{placement_id} was released: its job ends" in joined.text()
+    assert_released(scheduler, placement_id)
+
+
+def join_line_of(run: Launcher, node: str) -> list[str]:
+    """The ``fairlane join`` command the launcher printed for ``node``, as words."""
+    text = run.wait_for(f"on {node}: fairlane join ")
+    line = next(ln for ln in text.splitlines() if f"on {node}: fairlane join " in ln)
+    return shlex.split(line.split(f"on {node}: ", 1)[1])
 
 
 def test_a_share_of_a_gpu_runs_with_the_limits_of_its_answer(

@@ -9,19 +9,27 @@ import types
 
 import pytest
 
-from fairlane.cli import parse_run
+from fairlane.cli import parse
 from fairlane.env import node_env
+from fairlane.launcher import JobSpec
+from fairlane.models import PlacementRequest
 from fairlane.share import MEMORY_FRACTION, limit_torch_memory, memory_fraction
 from tests.client_factories import placement_nodes
 
 SHARE_ENV = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "25", MEMORY_FRACTION: "0.100"}
 
 
+def request_of(argv: list[str]) -> PlacementRequest:
+    spec = parse(argv)
+    assert isinstance(spec, JobSpec)
+    return spec.request
+
+
 def test_gpu_share_flags_make_a_fractional_request() -> None:
     argv = ["run", "--gpus", "1", "--gpu-share", "0.25", "--gpu-memory-mib", "4096", "--", "x"]
-    request = parse_run(argv).request
+    request = request_of(argv)
     assert (request.gpu_share, request.gpu_memory_mib) == (0.25, 4096)
-    assert "gpu_share" not in parse_run(["run", "--gpus", "1", "--", "x"]).request.model_dump(
+    assert "gpu_share" not in request_of(["run", "--gpus", "1", "--", "x"]).model_dump(
         exclude_none=True
     )
 

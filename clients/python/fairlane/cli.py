@@ -1,4 +1,7 @@
-"""``fairlane``: the command line. ``fairlane run [flags] -- COMMAND...`` (docs/launcher.md).
+"""``fairlane``: the command line (docs/launcher.md).
+
+    fairlane run [flags] -- COMMAND...                   place, run, release
+    fairlane join PLACEMENT_ID [flags] -- COMMAND...     one node of a multi-host run
 
 Flags say the job's shape; the scheduler's address, the token and Kafka come from the
 environment (:class:`~fairlane.settings.LauncherSettings`). A wrong flag or setting is
@@ -11,20 +14,21 @@ import argparse
 import asyncio
 import logging
 import signal
+import socket
 import sys
 import uuid
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from pydantic import TypeAdapter, ValidationError
 
-from fairlane.launcher import JobSpec, launch
+from fairlane.launcher import JobSpec, JoinSpec, join, launch
 from fairlane.models import PlacementRequest
 from fairlane.settings import LauncherSettings
 from fairlane_events.records import JobClass
 from fairlane_runtime.entry import exit_with_error, load_settings
 
-__all__ = ["main", "parse_run"]
+__all__ = ["main", "parse"]
 
 PROG = "fairlane"
 _CLASS = TypeAdapter(JobClass)
@@ -76,6 +80,38 @@ def _count(value: str) -> int:
     return int(value)
 
 
+def _child_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of how a node's process runs, which ``run`` and ``join`` share."""
+    parser.add_argument(
+        "--class",
+        dest="job_class",
+        type=_job_class,
+        default="default",
+        help="the kind of work, for learned speeds (default: default)",
+    )
+    parser.add_argument(
+        "--window-s",
+        type=_above_zero,
+        default=60.0,
+        help="one progress record per window (default 60)",
+    )
+    parser.add_argument(
+        "--grace-s",
+        type=_above_zero,
+        default=10.0,
+        help="after forwarding a stop signal, SIGKILL after this (default 10)",
+    )
+    parser.add_argument(
+        "--on-degraded-signal",
+        type=_signal,
+        default=signal.SIGUSR1,
+        help="signal to the job's handlers on a degraded event, or none",
+    )
+    parser.add_argument(
+        "--master-addr", help="replace the placement's MASTER_ADDR (e.g. 127.0.0.1)"
+    )
+
+
 def _parser() -> _Parser:
     parser = _Parser(prog=PROG, description="Run jobs on GPUs that Fairlane places.")
     sub = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
@@ -88,13 +124,6 @@ def _parser() -> _Parser:
     )
     run.add_argument("--gpus", type=_count, required=True, help="GPUs per node")
     run.add_argument("--nodes", type=_count, default=1, help="nodes (more than 1: a gang)")
-    run.add_argument(
-        "--class",
-        dest="job_class",
-        type=_job_class,
-        default="default",
-        help="the kind of work, for learned speeds (default: default)",
-    )
     run.add_argument("--job-id", help="idempotency key (default: CLASS-<random>)")
     run.add_argument("--namespace", help="default: the token's")
     run.add_argument("--models", help="allowed GPU models, comma-separated")
@@ -119,35 +148,41 @@ def _parser() -> _Parser:
         help="lease, renewed every third of it (default 60)",
     )
     run.add_argument(
-        "--window-s",
-        type=_above_zero,
-        default=60.0,
-        help="one progress record per window (default 60)",
+        "--multi-host",
+        action="store_true",
+        help="start the rank-0 node's process only; print the `fairlane join` line each "
+        "other node's host runs",
     )
-    run.add_argument(
-        "--grace-s",
-        type=_above_zero,
-        default=10.0,
-        help="after forwarding a stop signal, SIGKILL after this (default 10)",
+    _child_flags(run)
+    joins = sub.add_parser(
+        "join",
+        help="run one node of a placement that `fairlane run --multi-host` holds",
+        usage="fairlane join PLACEMENT_ID [--node NAME] [flags] -- COMMAND [ARG...]",
     )
-    run.add_argument(
-        "--on-degraded-signal",
-        type=_signal,
-        default=signal.SIGUSR1,
-        help="signal to the job's handlers on a degraded event, or none",
-    )
-    run.add_argument("--master-addr", help="replace the placement's MASTER_ADDR (e.g. 127.0.0.1)")
+    joins.add_argument("placement_id", metavar="PLACEMENT_ID")
+    joins.add_argument("--node", default=socket.gethostname(), help="default: this host's name")
+    _child_flags(joins)
     return parser
 
 
-def parse_run(argv: Sequence[str]) -> JobSpec:
-    """``run``'s flags before ``--`` and the command after it, as a :class:`JobSpec`."""
+def parse(argv: Sequence[str]) -> JobSpec | JoinSpec:
+    """The verb's flags before ``--`` and the command after it, as a spec."""
     args = list(argv)
     split = args.index("--") if "--" in args else len(args)
     flags, command = args[:split], args[split + 1 :]
     ns = _parser().parse_args(flags)
     if not command:
-        exit_with_error(PROG, "no command to run: fairlane run [flags] -- COMMAND...")
+        exit_with_error(PROG, f"no command to run: fairlane {ns.verb} [flags] -- COMMAND...")
+    child: dict[str, Any] = {
+        "command": command,
+        "job_class": ns.job_class,
+        "window_s": ns.window_s,
+        "grace_s": ns.grace_s,
+        "degraded_signal": ns.on_degraded_signal,
+        "master_addr": ns.master_addr,
+    }
+    if ns.verb == "join":
+        return JoinSpec(placement_id=ns.placement_id, node=ns.node, **child)
     models = [m.strip() for m in ns.models.split(",") if m.strip()] if ns.models else None
     request = PlacementRequest(
         job_id=ns.job_id or f"{ns.job_class}-{uuid.uuid4().hex[:12]}",
@@ -163,15 +198,7 @@ def parse_run(argv: Sequence[str]) -> JobSpec:
         gpu_share=ns.gpu_share,
         gpu_memory_mib=ns.gpu_memory_mib,
     )
-    return JobSpec(
-        request=request,
-        command=command,
-        job_class=ns.job_class,
-        window_s=ns.window_s,
-        grace_s=ns.grace_s,
-        degraded_signal=ns.on_degraded_signal,
-        master_addr=ns.master_addr,
-    )
+    return JobSpec(request=request, multi_host=ns.multi_host, **child)
 
 
 class _Lines(logging.Formatter):
@@ -183,7 +210,7 @@ class _Lines(logging.Formatter):
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    spec = parse_run(sys.argv[1:] if argv is None else argv)
+    spec = parse(sys.argv[1:] if argv is None else argv)
     settings = load_settings(LauncherSettings, [], PROG)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Lines())
@@ -192,4 +219,5 @@ def main(argv: Sequence[str] | None = None) -> None:
     # request: the launcher says once what matters (kafka_io, launcher).
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    raise SystemExit(asyncio.run(launch(settings, spec)))
+    job = launch(settings, spec) if isinstance(spec, JobSpec) else join(settings, spec)
+    raise SystemExit(asyncio.run(job))

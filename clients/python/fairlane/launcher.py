@@ -1,4 +1,5 @@
-"""``fairlane run``'s orchestration: place, run, renew, report, release.
+"""``fairlane run``'s orchestration: place, run, renew, report, release; and
+``fairlane join``'s: one node of a placement another host's ``fairlane run`` holds.
 
     place ──► start one child per node ──► wait: all exited | one failed | signal | lease lost
       │            │ progress socket ──► window ──► fairlane.job-progress.v1 (best effort)
@@ -6,6 +7,12 @@
       │            │                  └──► idle ──► a warning (and the lease's new end)
       │            └ renew every lease/3
       └──────────────────────────────────► release (bounded retries), always
+
+With ``--multi-host`` the launcher starts the rank-0 node's child only and prints, for
+each other node, the ``fairlane join`` line its host runs. A joiner starts its node's
+child, reports its node's ranks and hears its node's events the same way, but neither
+renews nor releases: it reads the placement every few seconds and ends its child when
+the placement does (a released placement gives the child ``--grace-s`` to end itself).
 
 Failure behaviour (docs/launcher.md): the scheduler unreachable when placing is one
 line and exit code 2; unreachable when releasing is bounded retries, then one line that
@@ -18,6 +25,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import shlex
 import signal
 import socket
 import tempfile
@@ -35,32 +43,50 @@ from fairlane.errors import ApiError, ClientError, UnreachableError
 from fairlane.kafka_io import PlacementWatcher, ProgressPublisher
 from fairlane.models import Placement, PlacementRequest
 from fairlane.settings import LauncherSettings
-from fairlane_events.records import PlacementEvent
+from fairlane_events.records import NodeAssignment, PlacementEvent
 
-__all__ = ["JobSpec", "launch"]
+__all__ = ["FOLLOW_S", "ChildSpec", "JobSpec", "JoinSpec", "join", "join_line", "launch"]
 
 log = logging.getLogger("fairlane.launcher")
 
-#: Exit code when the job never started (no placement).
+#: Exit code when the job never started (no placement, or no node of it to join).
 NOT_PLACED = 2
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _WATCHER_READY_S = 10.0
 #: A shell's exit codes for a command it cannot run.
 _CANNOT_EXECUTE: dict[type[OSError], int] = {FileNotFoundError: 127, PermissionError: 126}
 _FLUSH_S = 5.0
+#: How often a joiner reads its placement, to end its child when the placement ends.
+FOLLOW_S = 2.0
 
 
-@dataclass(frozen=True)
-class JobSpec:
-    """What ``fairlane run`` was asked to do."""
+@dataclass(frozen=True, kw_only=True)
+class ChildSpec:
+    """How a node's child runs: the command and what the launcher does around it."""
 
-    request: PlacementRequest
     command: Sequence[str]
     job_class: str
     window_s: float
     grace_s: float
     degraded_signal: signal.Signals | None
     master_addr: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobSpec(ChildSpec):
+    """What ``fairlane run`` was asked to do; ``multi_host``: start the rank-0 node's
+    child only, the others join from their hosts."""
+
+    request: PlacementRequest
+    multi_host: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class JoinSpec(ChildSpec):
+    """What ``fairlane join`` was asked to do: run ``node``'s child of ``placement_id``."""
+
+    placement_id: str
+    node: str
 
 
 def _when(ms: int | None) -> str:
@@ -80,12 +106,23 @@ class _Receiver(asyncio.DatagramProtocol):
 
 
 class _Run:
-    """One placed job, from its children's start to their end."""
+    """One placed job's children on this host (``local``, nodes of ``placement``), from
+    their start to their end. ``lease_s``: renew it every third (the placement is this
+    launcher's); None: follow the placement instead (a joiner)."""
 
-    def __init__(self, settings: LauncherSettings, spec: JobSpec, placement: Placement) -> None:
+    def __init__(
+        self,
+        settings: LauncherSettings,
+        spec: ChildSpec,
+        placement: Placement,
+        local: Sequence[NodeAssignment],
+        lease_s: float | None,
+    ) -> None:
         self.settings = settings
         self.spec = spec
         self.placement = placement
+        self.local = local
+        self.lease_s = lease_s
         self.stop = asyncio.Event()
         self.stopped_by: signal.Signals | None = None
         self.lease_lost = False
@@ -131,11 +168,39 @@ class _Run:
         if not pids:
             log.warning("no process of the job handles %s; see %s", signum.name, self.degraded_file)
 
-    async def renew_forever(self, api: AsyncClient) -> None:
-        """Every third of the lease (every 2 s while the scheduler does not answer)."""
-        lease_s = self.spec.request.lease_s
-        if lease_s is None:
+    async def keep_forever(self, api: AsyncClient, owner: bool) -> None:
+        """The owner renews the lease; a joiner follows the placement."""
+        if not owner:
+            await self.follow_forever(api)
+        elif self.lease_s is not None:
+            await self.renew_forever(api, self.lease_s)
+
+    async def follow_forever(self, api: AsyncClient) -> None:
+        """Every :data:`FOLLOW_S`, until the placement ends: then stop the job (a
+        released one first gets the grace to end by itself, as its other nodes do)."""
+        while True:
+            await asyncio.sleep(FOLLOW_S)
+            state: str
+            try:
+                state = (await api.get(self.placement.id)).state
+            except ClientError as exc:
+                if exc.retryable:  # the scheduler away: the job goes on
+                    continue
+                state = f"gone ({exc})"
+            if state == "placed":
+                continue
+            if state == "released":
+                log.info("%s was released: its job ends", self.placement.id)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.children.wait_all(), self.spec.grace_s)
+            else:
+                log.error("%s is %s: stopping the job", self.placement.id, state)
+                self.lease_lost = True
+            self.stop.set()
             return
+
+    async def renew_forever(self, api: AsyncClient, lease_s: float) -> None:
+        """Every third of the lease (every 2 s while the scheduler does not answer)."""
         every_s = max(lease_s / 3, 0.5)
         failing = False
         while True:
@@ -181,8 +246,9 @@ class _Run:
         if record is not None:
             publisher.offer(record)
 
-    async def run(self, api: AsyncClient) -> int:
-        """The job's exit code, once its children are gone and its progress sent."""
+    async def run(self, api: AsyncClient, *, owner: bool) -> int:
+        """The job's exit code, once its children are gone and its progress sent;
+        ``owner``: the placement is this launcher's (renewed here), else joined."""
         settings, placement = self.settings, self.placement
         security = settings.kafka_security()
         bootstrap = settings.kafka_bootstrap_servers
@@ -202,7 +268,9 @@ class _Run:
             )
             publishing = asyncio.create_task(publisher.run(), name="progress publisher")
             watching = asyncio.create_task(watcher.run(), name="degraded watcher")
-            renewing = asyncio.create_task(self.renew_forever(api), name="lease renewal")
+            renewing = asyncio.create_task(
+                self.keep_forever(api, owner), name="lease renewal" if owner else "placement"
+            )
             reporting = asyncio.create_task(
                 self.report_forever(window, publisher), name="progress windows"
             )
@@ -251,7 +319,7 @@ class _Run:
                 degraded_file=str(self.degraded_file),
                 master_addr=spec.master_addr,
             )
-            for node in placement.nodes
+            for node in self.local
         ]
         if self.stop.is_set():
             return 128 + (self.stopped_by or signal.SIGTERM)
@@ -325,7 +393,8 @@ async def launch(settings: LauncherSettings, spec: JobSpec) -> int:
         except ApiError as exc:
             log.error("not placed: %s", exc)
             return NOT_PLACED
-        run = _Run(settings, spec, placement)
+        local = placement.nodes[:1] if spec.multi_host else placement.nodes
+        run = _Run(settings, spec, placement, local, spec.request.lease_s)
         try:
             if placement.state != "placed":
                 log.error("not placed: the placement is %s", placement.state)
@@ -334,6 +403,45 @@ async def launch(settings: LauncherSettings, spec: JobSpec) -> int:
                 f"{n.node} [{', '.join(g.uuid for g in n.gpus)}]" for n in placement.nodes
             )
             log.info("placed %s: %s", placement.id, gpus)
-            return await run.run(api)
+            for node in placement.nodes[len(local) :]:
+                log.info("on %s: %s", node.node, join_line(spec, placement.id, node.node))
+            return await run.run(api, owner=True)
         finally:
             await _release(api, run.placement, settings.release_timeout_s)
+
+
+def join_line(spec: JobSpec, placement_id: str, node: str) -> str:
+    """The ``fairlane join`` command the host of ``node`` runs (its flags as this run's)."""
+    words = ["fairlane", "join", placement_id, "--node", node, "--class", spec.job_class]
+    words += ["--window-s", f"{spec.window_s:g}", "--grace-s", f"{spec.grace_s:g}"]
+    signum = spec.degraded_signal
+    words += ["--on-degraded-signal", "none" if signum is None else signum.name]
+    if spec.master_addr is not None:
+        words += ["--master-addr", spec.master_addr]
+    return shlex.join([*words, "--", *spec.command])
+
+
+async def join(settings: LauncherSettings, spec: JoinSpec) -> int:
+    """Run ``spec.node``'s child of a placement another launcher holds; the exit code
+    of ``fairlane join``."""
+    async with AsyncClient(
+        settings.scheduler_url, settings.bearer_token(), timeout_s=settings.http_timeout_s
+    ) as api:
+        try:
+            placement = await api.get(spec.placement_id)
+        except UnreachableError:
+            log.error("the scheduler is not reachable at %s", settings.scheduler_url)
+            return NOT_PLACED
+        except ApiError as exc:
+            log.error("cannot join %s: %s", spec.placement_id, exc)
+            return NOT_PLACED
+        if placement.state != "placed":
+            log.error("cannot join %s: it is %s", placement.id, placement.state)
+            return NOT_PLACED
+        local = [n for n in placement.nodes if n.node == spec.node]
+        if not local:
+            names = ", ".join(n.node for n in placement.nodes)
+            log.error("%s has no node %s (its nodes: %s)", placement.id, spec.node, names)
+            return NOT_PLACED
+        log.info("joined %s on %s (node rank %d)", placement.id, spec.node, local[0].node_rank)
+        return await _Run(settings, spec, placement, local, None).run(api, owner=False)
