@@ -25,7 +25,7 @@ import pytest
 
 from fairlane.client import AsyncClient, Client
 from fairlane.errors import ApiError, UnreachableError
-from fairlane.launcher import FOLLOW_S
+from fairlane.job_run import FOLLOW_S
 from fairlane.models import PlacementRequest
 from fairlane_events.records import JobProgress, PlacementEvent, SlowGpu
 from tests.factories import GIB, gpu_score

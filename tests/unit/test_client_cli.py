@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from fairlane.cli import parse
-from fairlane.launcher import JobSpec, JoinSpec, join_line
+from fairlane.launcher import join_line
+from fairlane.specs import JobSpec, JoinSpec
 from tests.processes import free_port
 
 

@@ -11,9 +11,9 @@ import pytest
 
 from fairlane.cli import parse
 from fairlane.env import node_env
-from fairlane.launcher import JobSpec
 from fairlane.models import PlacementRequest
 from fairlane.share import MEMORY_FRACTION, limit_torch_memory, memory_fraction
+from fairlane.specs import JobSpec
 from tests.client_factories import placement_nodes
 
 SHARE_ENV = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "25", MEMORY_FRACTION: "0.100"}

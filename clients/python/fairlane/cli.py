@@ -22,9 +22,10 @@ from typing import Any, NoReturn
 
 from pydantic import TypeAdapter, ValidationError
 
-from fairlane.launcher import JobSpec, JoinSpec, join, launch
+from fairlane.launcher import join, launch
 from fairlane.models import PlacementRequest
 from fairlane.settings import LauncherSettings
+from fairlane.specs import JobSpec, JoinSpec
 from fairlane_events.records import JobClass
 from fairlane_runtime.entry import exit_with_error, load_settings
 
