@@ -112,7 +112,9 @@ class PlacementAudit:
     answered: int
     missing: int  # answered placed, absent from Postgres (a lost placement)
     wrong_size: int  # live placement whose live allocations are not what was asked (partial)
-    gpu_twice: int  # GPUs with two live allocations
+    #: GPUs whose live allocations pass a whole GPU (1000 thousandths: a whole one and a
+    #: tenant, or shares above 1) or its memory; several shares of one GPU are no fault.
+    gpu_overcommitted: int
     release_lost: int  # answered released, still live
     outbox_unpublished: int
     events_lost: int  # outbox events absent from the placements topic
@@ -122,7 +124,7 @@ class PlacementAudit:
 
     @property
     def ok(self) -> bool:
-        bad = self.missing + self.wrong_size + self.gpu_twice + self.release_lost
+        bad = self.missing + self.wrong_size + self.gpu_overcommitted + self.release_lost
         return bad + self.outbox_unpublished + self.events_lost == 0
 
 
@@ -146,9 +148,10 @@ async def audit_placements(bootstrap: str, database_url: str, ledger: Ledger) ->
             "LEFT JOIN allocations a ON a.placement_id = p.id AND a.live "
             "WHERE p.state = 'placed' GROUP BY p.id"
         )
-        twice = await conn.fetchval(
+        overcommitted = await conn.fetchval(
             "SELECT count(*) FROM (SELECT gpu_uuid FROM allocations WHERE live "
-            "GROUP BY gpu_uuid HAVING count(*) > 1) t"
+            "GROUP BY gpu_uuid HAVING sum(share_milli) > 1000 "
+            "OR sum(memory_mib) > min(gpu_memory_mib)) t"
         )
         unpublished = await conn.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL")
         outbox = await conn.fetch(
@@ -187,7 +190,15 @@ async def audit_placements(bootstrap: str, database_url: str, ledger: Ledger) ->
         < want[(r["placement_id"], _event_of(r["payload"]))]
     )
     return PlacementAudit(
-        len(placed), missing, wrong, twice, release_lost, unpublished, lost, dup, lost_events
+        len(placed),
+        missing,
+        wrong,
+        overcommitted,
+        release_lost,
+        unpublished,
+        lost,
+        dup,
+        lost_events,
     )
 
 

@@ -151,7 +151,8 @@ class Context:
         row.check(dup_s == 0, f"{dup_s} samples duplicated")
         row.check(placements.missing == 0, f"{placements.missing} answered placements missing")
         row.check(placements.wrong_size == 0, f"{placements.wrong_size} partial placements")
-        row.check(placements.gpu_twice == 0, f"{placements.gpu_twice} GPUs allocated twice")
+        over = placements.gpu_overcommitted
+        row.check(over == 0, f"{over} GPUs over-committed (above a whole GPU or its memory)")
         row.check(placements.release_lost == 0, f"{placements.release_lost} releases lost")
         row.check(placements.events_lost == 0, f"{placements.events_lost} outbox events lost")
         if placements.lost_events:
