@@ -144,6 +144,22 @@ async def test_a_non_finite_number_gets_a_422_naming_its_field() -> None:
             assert [e["loc"] for e in answer.json()["detail"]] == [["body", "lease_s"]]
 
 
+async def test_an_integer_beyond_64_bits_gets_a_422_naming_its_field() -> None:
+    """orjson cannot write it back as the error's ``input`` (the chaos suite's fuzzer got
+    a 500 for it from PUT /v1/nodes/{name}/cordon)."""
+    transport = httpx.ASGITransport(app=_app(hot=True))
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        huge = -80557207479251073664811008
+        for path, method, body in (
+            ("/v1/placements", "POST", {"job_id": "j", "gpus_per_node": 1, "lease_s": {"": huge}}),
+            ("/v1/nodes/n0/cordon", "PUT", {"reason": {"": huge}}),
+        ):
+            answer = await client.request(method, path, json=body, headers=ADMIN)
+            assert answer.status_code == 422, (path, answer.text)
+            field = "lease_s" if path == "/v1/placements" else "reason"
+            assert [e["loc"] for e in answer.json()["detail"]] == [["body", field]]
+
+
 async def test_a_bad_job_class_gets_a_422_naming_its_field() -> None:
     transport = httpx.ASGITransport(app=_app(hot=True))
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:

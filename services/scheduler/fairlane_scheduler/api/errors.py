@@ -159,9 +159,17 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 async def _invalid_request(request: Request, exc: Exception) -> Response:
     """FastAPI's 422, written by orjson: a body with NaN or Infinity (Python's JSON
     reader takes them) echoes that value as ``input``, which FastAPI's own JSON writer
-    refuses, turning the 422 into a 500; orjson writes a non-finite number as null."""
+    refuses, turning the 422 into a 500; orjson writes a non-finite number as null. An
+    integer beyond 64 bits orjson refuses in turn: then the errors go without their
+    ``input`` (each still names its field)."""
     assert isinstance(exc, RequestValidationError)
-    body = orjson.dumps({"detail": jsonable_encoder(exc.errors())})
+    errors = jsonable_encoder(exc.errors())
+    try:
+        body = orjson.dumps({"detail": errors})
+    except orjson.JSONEncodeError:
+        body = orjson.dumps(
+            {"detail": [{k: v for k, v in e.items() if k != "input"} for e in errors]}
+        )
     return Response(body, status_code=422, media_type="application/json")
 
 
