@@ -261,8 +261,10 @@ def test_a_multi_host_gang_runs_its_other_node_where_fairlane_join_is_run(
 def test_a_joined_node_ends_when_the_placement_does(
     env: dict[str, str], scheduler: Scheduler, tmp_path: Path
 ) -> None:
+    joined_file = tmp_path / "joined"
     args = run_args("--nodes", "2", "--grace-s", "1", gpus=1)
-    args += ["--multi-host", "--", "sh", "-c", "sleep 3"]
+    # Node 0's job ends once node 1's has started; node 1's would never end by itself.
+    args += ["--multi-host", "--", "sh", "-c", f"until [ -e {joined_file} ]; do sleep 0.1; done"]
     with launcher(args, env, tmp_path / "run.log") as run:
         placement_id = run.placement_id()
         other = placed_nodes(scheduler, placement_id)[1]["node"]
@@ -271,11 +273,11 @@ def test_a_joined_node_ends_when_the_placement_does(
             assert wrong.exit_code() == 2
         assert "has no node nowhere (its nodes: " in wrong.text()
         line = join_line_of(run, other)
-        forever = [*line[2 : line.index("--")], "--", "sleep", "600"]
+        forever = [*line[2 : line.index("--")], "--", "sh", "-c", f"touch {joined_file}; sleep 600"]
         with launcher(forever, env, tmp_path / "join.log", verb="join") as joined:
             assert run.exit_code() == 0, run.text()
             # released: the grace (1 s) to end by itself, then SIGTERM
-            assert joined.exit_code(timeout_s=FOLLOW_S + 10) == 128 + signal.SIGTERM
+            assert joined.exit_code(timeout_s=FOLLOW_S + 30) == 128 + signal.SIGTERM
     assert f"{placement_id} was released: its job ends" in joined.text()
     assert_released(scheduler, placement_id)
 

@@ -20,6 +20,7 @@ import asyncio
 import logging
 import shlex
 import time
+from collections.abc import Awaitable
 
 from fairlane.client import AsyncClient
 from fairlane.errors import ApiError, ClientError, UnreachableError
@@ -59,18 +60,30 @@ async def _release(api: AsyncClient, placement: Placement, timeout_s: float) -> 
         return
 
 
+def _client(settings: LauncherSettings) -> AsyncClient:
+    return AsyncClient(
+        settings.scheduler_url, settings.bearer_token(), timeout_s=settings.http_timeout_s
+    )
+
+
+async def _answer(
+    settings: LauncherSettings, call: Awaitable[Placement], refused: str
+) -> Placement | None:
+    """The scheduler's answer to ``call``; None after one line saying why there is none."""
+    try:
+        return await call
+    except UnreachableError:
+        log.error("the scheduler is not reachable at %s", settings.scheduler_url)
+    except ApiError as exc:
+        log.error("%s: %s", refused, exc)
+    return None
+
+
 async def launch(settings: LauncherSettings, spec: JobSpec) -> int:
     """Run ``spec`` in a placement; the exit code of ``fairlane run``."""
-    async with AsyncClient(
-        settings.scheduler_url, settings.bearer_token(), timeout_s=settings.http_timeout_s
-    ) as api:
-        try:
-            placement = await api.place(spec.request)
-        except UnreachableError:
-            log.error("the scheduler is not reachable at %s", settings.scheduler_url)
-            return NOT_PLACED
-        except ApiError as exc:
-            log.error("not placed: %s", exc)
+    async with _client(settings) as api:
+        placement = await _answer(settings, api.place(spec.request), "not placed")
+        if placement is None:
             return NOT_PLACED
         local = placement.nodes[:1] if spec.multi_host else placement.nodes
         run = JobRun(settings, spec, placement, local, spec.request.lease_s)
@@ -103,16 +116,10 @@ def join_line(spec: JobSpec, placement_id: str, node: str) -> str:
 async def join(settings: LauncherSettings, spec: JoinSpec) -> int:
     """Run ``spec.node``'s child of a placement another launcher holds; the exit code
     of ``fairlane join``."""
-    async with AsyncClient(
-        settings.scheduler_url, settings.bearer_token(), timeout_s=settings.http_timeout_s
-    ) as api:
-        try:
-            placement = await api.get(spec.placement_id)
-        except UnreachableError:
-            log.error("the scheduler is not reachable at %s", settings.scheduler_url)
-            return NOT_PLACED
-        except ApiError as exc:
-            log.error("cannot join %s: %s", spec.placement_id, exc)
+    async with _client(settings) as api:
+        refused = f"cannot join {spec.placement_id}"
+        placement = await _answer(settings, api.get(spec.placement_id), refused)
+        if placement is None:
             return NOT_PLACED
         if placement.state != "placed":
             log.error("cannot join %s: it is %s", placement.id, placement.state)
