@@ -5,7 +5,7 @@
 
 With ``--multi-host`` the launcher starts the rank-0 node's child only and prints, for
 each other node, the ``fairlane join`` line its host runs. A joiner starts its node's
-child, reports its node's ranks and hears its node's events the same way, but neither
+child, reports its node's ranks and hears the placement's events the same way, but neither
 renews nor releases: it reads the placement every few seconds and ends its child when
 the placement does (a released placement gives the child ``--grace-s`` to end itself).
 
