@@ -31,17 +31,21 @@ def openapi() -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("method", "path", "statuses"),
     [
-        ("post", "/v1/placements", {200, 201, 202, 400, 401, 403, 409, 422, 429, 503}),
+        ("post", "/v1/placements", {200, 201, 202, 400, 401, 403, 408, 409, 413, 422, 429, 503}),
         ("get", "/v1/placements", {200, 401, 403, 422, 503}),
         ("get", "/v1/placements/{placement_id}", {200, 401, 404, 422, 503}),
         ("delete", "/v1/placements/{placement_id}", {200, 401, 404, 422, 503}),
-        ("post", "/v1/placements/{placement_id}/renew", {200, 400, 401, 404, 409, 422, 503}),
+        (
+            "post",
+            "/v1/placements/{placement_id}/renew",
+            {200, 400, 401, 404, 408, 409, 413, 422, 503},
+        ),
         ("get", "/v1/nodes", {200, 401}),
         ("get", "/v1/nodes/{name}", {200, 401, 404, 422}),
-        ("put", "/v1/nodes/{name}/cordon", {204, 400, 401, 403, 422, 503}),
+        ("put", "/v1/nodes/{name}/cordon", {204, 400, 401, 403, 408, 413, 422, 503}),
         ("get", "/v1/quotas/{namespace}", {200, 401, 403, 422, 503}),
-        ("put", "/v1/quotas/{namespace}", {200, 400, 401, 403, 422, 503}),
-        ("post", "/v1/extender/filter", {200, 400, 422}),
+        ("put", "/v1/quotas/{namespace}", {200, 400, 401, 403, 408, 413, 422, 503}),
+        ("post", "/v1/extender/filter", {200, 400, 408, 413, 422}),
     ],
 )
 def test_each_route_documents_the_statuses_it_answers(

@@ -14,7 +14,8 @@ from typing import Any
 import asyncpg
 from fastapi import FastAPI
 from fastapi.telemetry import TelemetryConfig
-from prometheus_client import CollectorRegistry, make_asgi_app
+from prometheus_client import CollectorRegistry
+from starlette.routing import Route
 
 from fairlane_runtime.kafka import ensure_topics
 from fairlane_runtime.kafka_security import KafkaSecurity
@@ -37,7 +38,8 @@ from fairlane_scheduler.adapters.scores import (
 from fairlane_scheduler.adapters.store import PostgresStore
 from fairlane_scheduler.api import dashboard, extender, idle_routes
 from fairlane_scheduler.api.auth import TokenTable
-from fairlane_scheduler.api.deps import Runtime, SchedulerMetrics
+from fairlane_scheduler.api.bodies import BodyLimits, BoundedBodies
+from fairlane_scheduler.api.deps import MetricsPage, Runtime, SchedulerMetrics
 from fairlane_scheduler.api.errors import install_error_handlers
 from fairlane_scheduler.api.hot_routes import HotRoutes
 from fairlane_scheduler.api.listeners import ExtenderPortGate
@@ -378,7 +380,13 @@ def _routes(app: FastAPI, settings: SchedulerSettings, metrics: SchedulerMetrics
     app.include_router(extender.router)
     app.include_router(idle_routes.router)
     app.include_router(dashboard.router)
-    app.mount("/metrics", make_asgi_app(metrics.registry))
+    page = MetricsPage(metrics.registry)
+    for path in ("/metrics", "/metrics/"):  # /metrics/: the scrape configs of before
+        app.router.routes.append(Route(path, page, methods=["GET"], include_in_schema=False))
     app.add_middleware(HotRoutes)  # inside the port gate: added first
     if settings.extender_port is not None:
         app.add_middleware(ExtenderPortGate, extender_port=settings.extender_port)
+    limits = BodyLimits(
+        settings.max_body_bytes, settings.extender_max_body_bytes, settings.body_timeout_s
+    )
+    app.add_middleware(BoundedBodies, limits=limits)  # outermost: before anything reads

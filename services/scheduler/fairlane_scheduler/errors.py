@@ -6,6 +6,8 @@ whether the same request can succeed later (429 and 503 answers carry Retry-Afte
     FairlaneError
      +-- SchedulerError                                               HTTP  retryable
           +-- UnauthorizedError      no valid bearer token            401   no
+          +-- BodyTimeoutError       the body came too slowly         408   no
+          +-- BodyTooLargeError      the body is over its limit       413   no
           +-- ForbiddenError         another namespace's, or admin    403   no
           +-- NotFoundError          no such placement                404   no
           +-- JobConflictError       job id reused, different body    409   no
@@ -42,6 +44,8 @@ from fairlane_events.errors import FairlaneError
 
 __all__ = [
     "AllocationConflictError",
+    "BodyTimeoutError",
+    "BodyTooLargeError",
     "DatabaseTlsError",
     "DatabaseUnavailableError",
     "ForbiddenError",
@@ -68,6 +72,15 @@ class SchedulerError(FairlaneError):
 
 class UnauthorizedError(SchedulerError):
     pass
+
+
+class BodyTimeoutError(SchedulerError):
+    """The request's body was not all there within the deadline: a slow client, or one
+    that trickles bytes to hold a worker (sent again at the same pace, it fails again)."""
+
+
+class BodyTooLargeError(SchedulerError):
+    """The request's body (declared, or counted as it came) passes its route's limit."""
 
 
 class ForbiddenError(SchedulerError):

@@ -40,6 +40,24 @@ class SchedulerSettings(ServiceSettings):
         description="serve the kube-scheduler extender on this port only (for a "
         "NetworkPolicy that admits only the control plane); default: on port",
     )
+    max_body_bytes: int = Field(
+        64 * 1024,
+        ge=1024,
+        description="the largest request body of the API's routes (the largest legitimate "
+        "one is about 6 KiB); a larger one is answered 413 unread (docs/security.md)",
+    )
+    extender_max_body_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=1024,
+        description="the largest body of the kube-scheduler extender's routes: a pod and "
+        "the names of 5,000 nodes (docs/security.md has the arithmetic)",
+    )
+    body_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="a request's whole body must arrive within this many seconds of its "
+        "headers, else 408 and the connection closed (a trickling client holds nothing)",
+    )
     threshold: float = Field(0.65, ge=0, le=1, description="minimum score to place on a GPU")
     stale_after_s: float = Field(
         180.0,

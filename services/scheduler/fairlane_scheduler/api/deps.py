@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Annotated, get_args
 
 from fastapi import Depends, Request
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_asgi_app
+from starlette.types import Receive, Scope, Send
 
 from fairlane_events.records import SlowGpu
 from fairlane_runtime.outage import OutageLog
@@ -18,7 +19,7 @@ from fairlane_scheduler.core.fleet import FleetView
 from fairlane_scheduler.core.placement import PlacementPolicy
 from fairlane_scheduler.service import PlacementService
 
-__all__ = ["Runtime", "RuntimeDep", "SchedulerMetrics"]
+__all__ = ["MetricsPage", "Runtime", "RuntimeDep", "SchedulerMetrics"]
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,19 @@ class SchedulerMetrics:
         logger = logging.getLogger("fairlane.scheduler.outage")
         failures = self.dependency_failures.labels(component, dependency)
         return OutageLog(logger, f"{component} ({dependency})", failures)
+
+
+class MetricsPage:
+    """The registry as Prometheus scrapes it (prometheus_client's ASGI app: the text or
+    OpenMetrics format, gzip when asked), as an endpoint of its own: a class, so that a
+    Starlette ``Route`` serves it as ASGI at exactly its path (mounted, ``GET /metrics``
+    was answered with a 307 to ``/metrics/``)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._app = make_asgi_app(registry)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._app(scope, receive, send)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from fairlane_scheduler.errors import (
+    BodyTimeoutError,
+    BodyTooLargeError,
     DatabaseUnavailableError,
     ForbiddenError,
     JobConflictError,
@@ -50,6 +52,8 @@ log = logging.getLogger("fairlane.scheduler.api")
 #: they ever escape.
 HTTP_STATUS: dict[type[SchedulerError], tuple[int, str]] = {
     UnauthorizedError: (401, "unauthorized"),
+    BodyTimeoutError: (408, "body_timeout"),
+    BodyTooLargeError: (413, "body_too_large"),
     ForbiddenError: (403, "forbidden"),
     QuotaNeverFitsError: (403, "quota_exceeded"),
     NotFoundError: (404, "not_found"),
@@ -90,9 +94,10 @@ def error_responses(
 ) -> dict[int | str, dict[str, Any]]:
     """The OpenAPI ``responses`` for a route that may raise ``errors``: one entry per
     status, naming every error code it stands for. ``body``: the route reads a JSON
-    body, which FastAPI answers with 400 when it cannot even be parsed."""
+    body, which FastAPI answers with 400 when it cannot even be parsed, and which the
+    body limits (api/bodies.py) answer with 408 or 413."""
     codes: dict[int, list[str]] = {}
-    for error in errors:
+    for error in (*errors, BodyTimeoutError, BodyTooLargeError) if body else errors:
         status, code = HTTP_STATUS[error]
         codes.setdefault(status, []).append(code)
     out: dict[int | str, dict[str, Any]] = {}
@@ -156,21 +161,27 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return await http_exception_handler(request, exc)
 
 
+#: A name in an error's ``loc`` is cut to this many characters: a key the request
+#: invented (an unknown field) may be as long as the body.
+_LOC_CHARS = 64
+
+
+def _shown(error: dict[str, Any]) -> dict[str, Any]:
+    """One validation error as a client sees it: where (``loc``) and what (``type``,
+    ``msg``, ``ctx``: the rule), never the value that broke it. FastAPI's own echoes
+    it as ``input``, which let a 10 MB body come back whole in a 422 (issue 35), and
+    made a 500 of values its JSON writer refuses (NaN, integers beyond 64 bits)."""
+    loc = [p[:_LOC_CHARS] if isinstance(p, str) else p for p in error.get("loc", ())]
+    return {k: v for k, v in error.items() if k != "input"} | {"loc": loc}
+
+
 async def _invalid_request(request: Request, exc: Exception) -> Response:
-    """FastAPI's 422, written by orjson: a body with NaN or Infinity (Python's JSON
-    reader takes them) echoes that value as ``input``, which FastAPI's own JSON writer
-    refuses, turning the 422 into a 500; orjson writes a non-finite number as null. An
-    integer beyond 64 bits orjson refuses in turn: then the errors go without their
-    ``input`` (each still names its field)."""
+    """FastAPI's 422, each error naming its field, none echoing what was sent."""
     assert isinstance(exc, RequestValidationError)
-    errors = jsonable_encoder(exc.errors())
-    try:
-        body = orjson.dumps({"detail": errors})
-    except orjson.JSONEncodeError:
-        body = orjson.dumps(
-            {"detail": [{k: v for k, v in e.items() if k != "input"} for e in errors]}
-        )
-    return Response(body, status_code=422, media_type="application/json")
+    errors = jsonable_encoder([_shown(e) for e in exc.errors()])
+    return Response(
+        orjson.dumps({"detail": errors}), status_code=422, media_type="application/json"
+    )
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -22,9 +22,10 @@ import orjson
 from fastapi import FastAPI
 from pydantic import ValidationError
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fairlane_scheduler.api.auth import Caller, TokenTable
+from fairlane_scheduler.api.bodies import header, replay
 from fairlane_scheduler.api.deps import Runtime
 from fairlane_scheduler.api.errors import error_answer
 from fairlane_scheduler.api.routes import place, release
@@ -61,7 +62,7 @@ class HotRoutes:
         caller = _caller(scope)
         request = _placement_in(scope, body) if caller is not None else None
         if caller is None or request is None:
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, replay(body, receive), send)
             return
         await _answer(scope, receive, send, place(_runtime(scope), caller, request))
 
@@ -93,25 +94,18 @@ def _runtime(scope: Scope) -> Runtime:
     return runtime
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return str(value.decode("latin-1"))
-    return None
-
-
 def _caller(scope: Scope) -> Caller | None:
     """The token's caller; None where FastAPI's route must answer (401)."""
     tokens: TokenTable = _app(scope).state.tokens
     try:
-        return tokens.caller(_header(scope, b"authorization"))
+        return tokens.caller(header(scope, b"authorization"))
     except SchedulerError:
         return None
 
 
 def _placement_in(scope: Scope, body: bytes) -> PlacementIn | None:
     """The body as FastAPI would read it; None where FastAPI must answer (400, 422)."""
-    content_type = (_header(scope, b"content-type") or "").partition(";")[0].strip()
+    content_type = (header(scope, b"content-type") or "").partition(";")[0].strip()
     if content_type.lower() != "application/json":
         return None
     try:
@@ -129,17 +123,3 @@ async def _read_body(receive: Receive) -> bytes | None:
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """``receive`` for the FastAPI route: the body already read, then the client's own."""
-    sent = False
-
-    async def replayed() -> Message:
-        nonlocal sent
-        if sent:
-            return await receive()
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return replayed

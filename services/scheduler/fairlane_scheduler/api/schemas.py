@@ -41,7 +41,8 @@ GPU_MODEL_NAMES = tuple(sorted({*CATALOG, *(s.nvml_name for s in CATALOG.values(
 
 def _known_model(name: str) -> str:
     if name not in GPU_MODEL_NAMES:
-        raise ValueError(f"unknown GPU model {name!r}; known: {', '.join(GPU_MODEL_NAMES)}")
+        # Not the name itself: an error never echoes what was sent (docs/security.md).
+        raise ValueError(f"unknown GPU model; known: {', '.join(GPU_MODEL_NAMES)}")
     return name
 
 
