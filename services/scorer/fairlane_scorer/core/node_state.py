@@ -17,7 +17,7 @@ evaluation and the parity test.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,6 +34,7 @@ __all__ = [
     "NodeState",
     "NodeWindows",
     "as_state",
+    "keep_slots",
     "overdue",
 ]
 
@@ -147,6 +148,26 @@ def as_state(windows: NodeWindows) -> NodeState:
             ],
             dtype=np.float64,
         ).reshape(len(ws), len(EMITTED_COLUMNS)),
+    )
+
+
+def keep_slots(state: NodeState, slots: Sequence[int]) -> NodeState:
+    """The state of only these GPUs (slots, in this order), its kept rows trimmed to the
+    widest of them."""
+    at = np.asarray(slots, dtype=np.intp)
+    kept = state.kept[at]
+    width = int(np.count_nonzero(~np.isnan(kept[:, :, 0]), axis=1).max(initial=0))
+    return NodeState(
+        node=state.node,
+        uuids=tuple(state.uuids[g] for g in slots),
+        index=tuple(state.index[g] for g in slots),
+        model=tuple(state.model[g] for g in slots),
+        mem_total_bytes=tuple(state.mem_total_bytes[g] for g in slots),
+        kept=kept[:, kept.shape[1] - width :],
+        recent=state.recent[at],
+        filtered=state.filtered[at],
+        last_ecc=state.last_ecc[at],
+        emitted=state.emitted[at],
     )
 
 
