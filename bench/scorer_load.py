@@ -28,6 +28,7 @@ longer (by at most ``FETCH_WAIT_MS``), never shorter.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,9 +40,30 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from fairlane_events.codec import encode
 from fairlane_events.records import NodeSample
+from fairlane_events.signing import SIGNATURE_HEADER, RingSigner, parse_key_ring
 from fairlane_events.topics import NODE_SAMPLES
 
-__all__ = ["FETCH_WAIT_MS", "QUIET_S", "TICK_S", "Payload", "latencies", "payloads"]
+__all__ = [
+    "FETCH_WAIT_MS",
+    "KEY_RING",
+    "QUIET_S",
+    "TICK_S",
+    "Payload",
+    "latencies",
+    "payloads",
+    "signed",
+]
+
+#: The benchmarks' own key ring (a fresh secret per run): their records are signed as an
+#: agent signs them, so the scorer's verification is part of what is measured.
+KEY_RING = f"bench-1 {secrets.token_hex(24)}\n"
+_SIGNER = RingSigner(parse_key_ring(KEY_RING))
+
+
+def signed(key: bytes, value: bytes) -> list[tuple[str, bytes]]:
+    """The signature header of a node sample keyed by its node ``key``."""
+    return [(SIGNATURE_HEADER, _SIGNER.signature(key.decode(), key, value))]
+
 
 TICK_S = 0.01
 FETCH_WAIT_MS = 10
@@ -118,7 +140,8 @@ async def _send_paced(
 
 
 def _append(batch: Any, ts_ms: int, key: bytes, value: bytes) -> bool:
-    return batch.append(timestamp=ts_ms, key=key, value=value) is not None
+    headers = signed(key, value)
+    return batch.append(timestamp=ts_ms, key=key, value=value, headers=headers) is not None
 
 
 async def _submit(producer: AIOKafkaProducer, batch: Any, partition: int) -> None:

@@ -26,6 +26,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.partitioner import DefaultPartitioner
 
+from bench.scorer_load import signed
 from bench.scorer_throughput import SCORE_PARTS, end_offsets, node_sample, scorer
 from fairlane_events.codec import decode, encode
 from fairlane_events.records import GpuScore
@@ -92,7 +93,8 @@ async def time_to_first_score(
     try:
         t0 = time.perf_counter()
         with scorer(bootstrap, app_id, port, tmp, None):
-            await producer.send_and_wait(NODE_SAMPLES, encode(probe), key=node.encode())
+            key, value = node.encode(), encode(probe)
+            await producer.send_and_wait(NODE_SAMPLES, value, key=key, headers=signed(key, value))
             while True:
                 for messages in (await consumer.getmany(timeout_ms=200)).values():
                     for m in messages:

@@ -34,6 +34,9 @@ export FAIRLANE_HEARTBEAT_S=${FAIRLANE_HEARTBEAT_S:-15}
 export FAIRLANE_STALE_AFTER_S=${FAIRLANE_STALE_AFTER_S:-45}
 # The demo's admin token: random per state dir unless given, kept so restarts reuse it.
 TOKEN_FILE=$STATE_DIR/run/admin-token
+# The cluster key ring: the simulated fleet signs its samples with it, the scorer verifies
+# them (docs/security.md, "Node identity"). Made once per state dir, like the token.
+KEY_RING_FILE=${FAIRLANE_SAMPLE_KEY_RING_FILE:-$STATE_DIR/run/key-ring}
 API_PORT=${FAIRLANE_PORT:-8080}
 API=http://127.0.0.1:$API_PORT
 
@@ -110,6 +113,10 @@ up() {
     FAIRLANE_ADMIN_TOKEN=$(cat "$TOKEN_FILE")
   fi
   export FAIRLANE_ADMIN_TOKEN
+  if [[ ! -s $KEY_RING_FILE ]]; then
+    (umask 077 && printf 'local-1 %s\n' "$("$BIN/python" -c 'import secrets; print(secrets.token_hex(24))')" >"$KEY_RING_FILE")
+  fi
+  export FAIRLANE_SAMPLE_KEY_RING_FILE=$KEY_RING_FILE
   trap undo_partial_up EXIT
   start_server kafka
   # Not in a command substitution: STARTED must be updated in this shell.

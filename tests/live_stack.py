@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.node_keys import SIGNING_ENV
 from tests.processes import free_port, service, wait_for_http
 from tests.servers import ROOT
 
@@ -37,6 +38,7 @@ def pipeline_env(
         "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
         "FAIRLANE_INTERVAL_S": "1",
         "FAIRLANE_HEARTBEAT_S": "5",
+        **SIGNING_ENV,  # the agent signs, the scorer verifies
     }
     scorer_env = {
         **env,

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from typing import Literal
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from fairlane_events.codec import decode
 from fairlane_events.records import NodeSample
@@ -34,14 +34,22 @@ async def samples_consumer(
         await consumer.stop()
 
 
+async def records_of(
+    bootstrap: str, nodes: Collection[str], count: int, timeout_s: float = 30
+) -> list[ConsumerRecord[bytes, bytes]]:
+    """The first ``count`` records of ``nodes`` on the topic, from its beginning, as read."""
+    keys = {n.encode() for n in nodes}
+    found: list[ConsumerRecord[bytes, bytes]] = []
+    async with samples_consumer(bootstrap) as consumer, asyncio.timeout(timeout_s):
+        while len(found) < count:
+            for records in (await consumer.getmany(timeout_ms=500)).values():
+                found += [r for r in records if r.key in keys]
+    return found[:count]
+
+
 async def node_samples_of(
     bootstrap: str, nodes: Collection[str], count: int, timeout_s: float = 30
 ) -> list[NodeSample]:
     """The first ``count`` records of ``nodes`` on the topic, from its beginning."""
-    keys = {n.encode() for n in nodes}
-    found: list[NodeSample] = []
-    async with samples_consumer(bootstrap) as consumer, asyncio.timeout(timeout_s):
-        while len(found) < count:
-            for records in (await consumer.getmany(timeout_ms=500)).values():
-                found += [decode(NodeSample, r.value) for r in records if r.key in keys]
-    return found[:count]
+    found = await records_of(bootstrap, nodes, count, timeout_s)
+    return [decode(NodeSample, r.value) for r in found]

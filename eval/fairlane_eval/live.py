@@ -60,6 +60,7 @@ from fairlane_eval.live_stack import (
     free_port,
     own_servers,
     prepare_workdir,
+    write_key_ring,
     process,
     samples_from_now,
     scorer_settings_env,
@@ -217,7 +218,7 @@ async def run_live(
     scenario = prepare_workdir(workdir, setup.scenario_toml)
     admin = secrets.token_urlsafe(24)
     api_port, scorer_port = free_port(), free_port()
-    base = base_env(kafka)
+    base = {**base_env(kafka), "FAIRLANE_SAMPLE_KEY_RING_FILE": str(write_key_ring(workdir))}
     scorer_env = {
         **base,
         **scorer_settings_env(setup.score, setup.heartbeat_s),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -69,6 +70,15 @@ def prepare_workdir(workdir: Path, scenario_toml: str) -> Path:
     scenario = workdir / "scenario.toml"
     scenario.write_text(scenario_toml)
     return scenario
+
+
+def write_key_ring(workdir: Path) -> Path:
+    """A fresh key ring for this run's agent to sign with and its scorer to verify with
+    (docs/security.md, "Node identity")."""
+    ring = workdir / "key-ring"
+    ring.touch(mode=0o600)
+    ring.write_text(f"eval-1 {secrets.token_hex(24)}\n")
+    return ring
 
 
 def tail(log: Path, chars: int = 3000) -> str:

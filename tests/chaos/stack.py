@@ -17,6 +17,7 @@ import httpx
 
 from fairlane_runtime.kafka import ensure_topics
 from tests.chaos.logdirs import bound_changelogs, place_changelogs
+from tests.node_keys import SIGNING_ENV
 from tests.processes import spawn, stop, wait_for_http
 from tests.servers import local_server, server_script
 
@@ -221,6 +222,7 @@ def _services(stack: ChaosStack) -> list[Service]:
         "KAFKA_BOOTSTRAP_SERVERS": stack.bootstrap,
         "FAIRLANE_INTERVAL_S": str(stack.interval_s),
         "FAIRLANE_HEARTBEAT_S": "10",
+        **SIGNING_ENV,  # the agent signs, the scorer verifies
     }
     scorer_env = {**env, "FAIRLANE_APP_ID": f"scorer-{stack.prefix}"}
     scorer_args = ["--web-port", str(ports.scorer), "--data-dir", str(tmp / "scorer-data")]

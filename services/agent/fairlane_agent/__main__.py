@@ -32,6 +32,7 @@ from fairlane_runtime.logging import configure_logging
 from fairlane_sim.fleet import FleetSimulator
 
 PROG = "fairlane-agent"
+log = logging.getLogger("fairlane.agent")
 
 
 def _import_pynvml() -> NvmlLib:
@@ -62,11 +63,15 @@ async def run(
     async with contextlib.AsyncExitStack() as stack:
         source = stack.enter_context(open_source(settings, load_nvml, metrics))
         security = settings.kafka_security()
+        signer = settings.sample_signer()
+        if signer is None:
+            log.warning("samples go unsigned: a scorer that verifies node identity refuses them")
         await ensure_topics(settings.kafka_bootstrap_servers, security=security)
         publisher = SamplePublisher(
             settings.kafka_bootstrap_servers,
             security=security,
             request_timeout_s=settings.kafka_request_timeout_s,
+            signer=signer,
         )
         await publisher.start()
         stack.push_async_callback(publisher.stop)

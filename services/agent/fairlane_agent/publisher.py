@@ -1,5 +1,6 @@
 """Publishing node samples to Kafka: idempotent, acks=all, compressed, keyed by node,
-with the Kafka record timestamp set to the sample time."""
+with the Kafka record timestamp set to the sample time and, given a signer, the node's
+signature in a header (:mod:`fairlane_events.signing`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from aiokafka.errors import (
 
 from fairlane_events.codec import encode
 from fairlane_events.records import NodeSample
+from fairlane_events.signing import SIGNATURE_HEADER, SampleSigner
 from fairlane_events.topics import NODE_SAMPLES
 from fairlane_runtime.errors import ServerUnavailableError
 from fairlane_runtime.kafka_security import PLAINTEXT, KafkaSecurity
@@ -54,8 +56,10 @@ class SamplePublisher:
         security: KafkaSecurity = PLAINTEXT,
         request_timeout_s: float = 10.0,
         topic: str = NODE_SAMPLES,
+        signer: SampleSigner | None = None,
     ) -> None:
         self._bootstrap = bootstrap
+        self._signer = signer
         self._topic = topic
         self._security = security
         self._request_timeout_s = request_timeout_s
@@ -96,13 +100,14 @@ class SamplePublisher:
         pending: list[asyncio.Future[object]] = []
         outcomes: list[BaseException | None] = []
         for sample in samples:
+            key, value = sample.node.encode(), encode(sample)
+            headers = None
+            if self._signer is not None:
+                headers = [(SIGNATURE_HEADER, self._signer.signature(sample.node, key, value))]
             try:
                 pending.append(
                     await self._producer.send(
-                        self._topic,
-                        encode(sample),
-                        key=sample.node.encode(),
-                        timestamp_ms=sample.ts_ms,
+                        self._topic, value, key=key, timestamp_ms=sample.ts_ms, headers=headers
                     )
                 )
             except KafkaError as exc:

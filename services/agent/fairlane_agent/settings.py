@@ -12,6 +12,15 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode
 
 from fairlane_agent.core.backlog import BacklogLimits
+from fairlane_events.signing import (
+    KeyFileError,
+    NodeKeySigner,
+    RingSigner,
+    SampleSigner,
+    parse_key_ring,
+    parse_node_key,
+    read_key_file,
+)
 from fairlane_runtime.settings import ServiceSettings
 from fairlane_sim.fleet import FleetSpec
 from fairlane_sim.scenario import Scenario, ScenarioError, parse_scenario, shipped_scenario
@@ -66,6 +75,18 @@ class AgentSettings(ServiceSettings):
     buffer_max_age_s: float = Field(3600.0, gt=0, description="older samples are dropped")
     shutdown_flush_s: float = Field(10.0, ge=0, description="flush deadline on SIGTERM")
     kafka_request_timeout_s: float = Field(10.0, gt=0)
+    # Node identity (docs/security.md): what signs each record for the scorer to verify
+    node_key_file: Path | None = Field(
+        None,
+        description="this node's own key ('<key id> <node> <hex key>', written by "
+        "fairlane-node-key): signs its samples (backend nvml)",
+    )
+    sample_key_ring_file: Path | None = Field(
+        None,
+        description="a key ring ('<key id> <secret>' lines): signs samples of any node "
+        "with its first secret (the simulated fleet, the DCGM bridge, which speak for "
+        "many nodes)",
+    )
     # HTTP: /metrics and /healthz
     metrics_port: int = Field(9400, ge=0, le=65535, description="0 disables the HTTP server")
     metrics_bind: str = "127.0.0.1"
@@ -96,6 +117,31 @@ class AgentSettings(ServiceSettings):
         if self.dcgm_url and self.dcgm_timeout_s > self.interval_s:
             raise ValueError("--dcgm-timeout-s must not exceed --interval-s")
         return self
+
+    @model_validator(mode="after")
+    def _one_signing_key(self) -> AgentSettings:
+        if self.node_key_file is not None and self.sample_key_ring_file is not None:
+            raise ValueError("give node_key_file or sample_key_ring_file, not both")
+        if self.node_key_file is not None and self.backend != "nvml":
+            raise ValueError(
+                "node_key_file signs one node's samples: it needs --backend nvml "
+                "(a fleet of many nodes signs with sample_key_ring_file)"
+            )
+        return self
+
+    def sample_signer(self) -> SampleSigner | None:
+        """What signs the samples (reads the key file: call it once, at the entry point);
+        None: they go unsigned. Raises KeyFileError."""
+        if self.sample_key_ring_file is not None:
+            return RingSigner(read_key_file(self.sample_key_ring_file, parse_key_ring))
+        if self.node_key_file is None:
+            return None
+        key = read_key_file(self.node_key_file, parse_node_key)
+        if key.node != self.node_name:
+            raise KeyFileError(
+                f"{self.node_key_file} is node {key.node!r}'s key, this node is {self.node_name!r}"
+            )
+        return NodeKeySigner(key)
 
     def load_scenario(self) -> Scenario:
         """The scenario asked for (none: a calm fleet); ScenarioError says what is wrong."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 
 from faust.worker import Worker
@@ -16,6 +17,7 @@ from fairlane_scorer.app import create_app, scorer_topics
 from fairlane_scorer.settings import ScorerSettings
 
 PROG = "fairlane-scorer"
+log = logging.getLogger("fairlane.scorer")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -28,9 +30,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                 settings.kafka_bootstrap_servers, specs, security=settings.kafka_security()
             )
         )
+        app = create_app(settings)  # reads the key ring: KeyFileError
     except FairlaneError as exc:
         exit_with_error(PROG, exc)
-    app = create_app(settings)
+    if settings.sample_key_ring_file is None:
+        log.warning("node samples are scored unsigned (FAIRLANE_ACCEPT_UNSIGNED_SAMPLES)")
     # Our logging (FAIRLANE_LOG_JSON) stays: the worker must not install its own.
     Worker(app, loglevel=settings.log_level, override_logging=False).execute_from_commandline()
 
