@@ -66,8 +66,8 @@ def _same(fleet: FleetView, kept: list[NodeSummaries], names: list[str], now_ms:
 
 
 def _changes(rng: random.Random, fleet: FleetView, names: list[str], steps: int) -> Iterator[int]:
-    """Random score records, holds, cordons, moves and clock steps on ``fleet`` (8 nodes
-    of 4 GPUs first): the clock after each."""
+    """Random score records, holds, cordons, moves, forgotten GPUs and clock steps on
+    ``fleet`` (8 nodes of 4 GPUs first): the clock after each."""
     for n in range(8):
         for g in range(4):
             fleet.apply(_record(rng, n, g, NOW))
@@ -87,6 +87,8 @@ def _changes(rng: random.Random, fleet: FleetView, names: list[str], steps: int)
                 fleet.hold(uuid, held=uuid in held)
         elif action < 0.77:  # a GPU shows up on another node (or a new one)
             fleet.apply(_record(rng, rng.randrange(9), 5, now))
+        elif action < 0.79:  # a GPU is forgotten (a tombstone), maybe to come back
+            fleet.forget(rng.choice(fleet.uuids))
         else:
             now += rng.choice([1000, 5000, 15_000])  # cooling windows end, records age
         yield now

@@ -172,7 +172,7 @@ class TopicFollower(Generic[R]):
 
 class ScoresFollower(TopicFollower[GpuScore]):
     """``fairlane.gpu-scores.v1`` into the fleet view, and into the idle tracker when
-    given (each record the view took)."""
+    given (each record the view took); a tombstone removes its GPU from the view."""
 
     noun = "score"
 
@@ -185,7 +185,20 @@ class ScoresFollower(TopicFollower[GpuScore]):
         security: KafkaSecurity = PLAINTEXT,
     ) -> None:
         apply = fleet.apply if idle is None else partial(_apply_and_track, fleet, idle)
-        super().__init__(bootstrap, GPU_SCORES, GpuScore, apply, security=security)
+        super().__init__(
+            bootstrap,
+            GPU_SCORES,
+            GpuScore,
+            apply,
+            forget=partial(_forget_gpu, fleet),
+            security=security,
+        )
+
+
+def _forget_gpu(fleet: FleetView, key: bytes) -> None:
+    """A tombstone of a GPU's uuid: the scorer forgot the GPU (silent past its expiry),
+    so the fleet does too."""
+    fleet.forget(key.decode(errors="replace"))
 
 
 def _apply_and_track(fleet: FleetView, idle: IdleTracker, score: GpuScore) -> bool:

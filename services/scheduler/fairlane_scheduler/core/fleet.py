@@ -3,8 +3,10 @@
 One row per GPU, numpy arrays per attribute, so a 100,000-GPU fleet is filtered and
 ranked with a handful of vector operations. Rows are appended as new GPUs appear and
 updated in place by newer score records; the latest record per GPU is kept too, for
-the API's breakdown. Learned speeds (``fairlane.gpu-speeds.v1``) are a column per job
-class beside them: 1.0 where nothing is learned (:meth:`FleetView.apply_speed`).
+the API's breakdown. A tombstone on the scores topic removes its GPU's row
+(:meth:`FleetView.forget`: the last row moves into its place, a new layout). Learned
+speeds (``fairlane.gpu-speeds.v1``) are a column per job class beside them: 1.0 where
+nothing is learned (:meth:`FleetView.apply_speed`).
 
 Stabilization lives here because it is history: a GPU whose score fell below the
 threshold is *cooling* until it has stayed at or above it for the whole window.
@@ -30,6 +32,9 @@ NEVER = np.iinfo(np.int64).min  # "no such time"
 #: Changes the fleet remembers the node of (twice this at most), for followers that look
 #: after every decision (:meth:`FleetView.touched_since`).
 TOUCH_LOG = 4096
+#: The per-row columns (beside the learned speeds'), and the "nothing yet" of each.
+_COLUMNS = ("score", "capacity", "ts_ms", "stale", "mem_bytes", "node", "model", "index", "held")
+_NEVER_COLUMNS = ("dropped_ms", "recovered_ms")
 
 
 class ScorePoint(NamedTuple):
@@ -169,6 +174,33 @@ class FleetView:
             self.speeds[job_class][:, r] = 1.0, np.inf
             self._touch(int(self.node[r]), scored=True)
             self._by_node_class.pop(job_class, None)
+
+    def forget(self, uuid: str) -> None:
+        """Remove ``uuid``'s row (a tombstone: the scorer forgot the GPU): the last row
+        moves into its place, and the layout changes, so every reader of rows (placement,
+        summaries, the dashboard) sees the fleet without it. Its hold and learned speeds
+        are kept for when it comes back."""
+        r = self.row.pop(uuid, None)
+        if r is None:
+            return
+        self.records.discard(uuid)
+        self._changed.discard(uuid)
+        node = int(self.node[r])
+        last = self._n - 1
+        if r != last:
+            for name in (*_COLUMNS, *_NEVER_COLUMNS):
+                column = getattr(self, name)
+                column[r] = column[last]
+            for columns in self.speeds.values():
+                columns[:, r] = columns[:, last]
+            moved = self.uuids[r] = self.uuids[last]
+            self.row[moved] = r
+        self.uuids.pop()
+        self._n = last
+        self._by_node = None
+        self._by_node_class.clear()
+        self.layout += 1
+        self._touch(node, scored=True)
 
     def class_speeds(self, job_class: str | None) -> npt.NDArray[np.float64] | None:
         """Each row's learned speed under ``job_class``; None when none is learned (or
@@ -312,11 +344,10 @@ class FleetView:
         return r
 
     def _grow(self) -> None:
-        columns = ("score", "capacity", "ts_ms", "stale", "mem_bytes", "node", "model", "index")
-        for name in (*columns, "held"):
+        for name in _COLUMNS:
             old = getattr(self, name)
             setattr(self, name, np.concatenate([old, np.zeros_like(old)]))
-        for name in ("dropped_ms", "recovered_ms"):
+        for name in _NEVER_COLUMNS:
             old = getattr(self, name)
             setattr(self, name, np.concatenate([old, np.full_like(old, NEVER)]))
         self.mem_bytes[self._n :] = -1

@@ -64,6 +64,9 @@ class ScoreRecords(Mapping[str, GpuScore]):
     def __contains__(self, uuid: object) -> bool:
         return uuid in self._packed
 
+    def discard(self, uuid: str) -> None:
+        self._packed.pop(uuid, None)
+
     def ts_ms(self, uuid: str) -> int | None:
         """When the held record of ``uuid`` was taken (None: no record)."""
         packed = self._packed.get(uuid)
