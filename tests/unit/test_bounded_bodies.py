@@ -40,11 +40,13 @@ def _app(**settings: Any) -> FastAPI:
 
 @dataclass
 class Client:
-    """A body of ``chunks`` (``None``: the client goes quiet), counted as it is read."""
+    """A body of ``chunks`` (``None``: the client goes quiet), counted as it is read;
+    ``read_first`` is what had been read when the answer began."""
 
     chunks: list[bytes | None]
     calls: int = 0
     read: int = 0
+    read_first: tuple[int, int] | None = None  # (receive calls, bytes) at the answer
     sent: list[dict[str, Any]] = field(default_factory=list)
 
     async def receive(self) -> dict[str, Any]:
@@ -59,6 +61,8 @@ class Client:
         return {"type": "http.request", "body": chunk, "more_body": bool(self.chunks)}
 
     async def send(self, message: MutableMapping[str, Any]) -> None:
+        if not self.sent:
+            self.read_first = (self.calls, self.read)
         self.sent.append(dict(message))
 
     @property
@@ -100,6 +104,7 @@ def _refused(client: Client, status: int, error: str) -> None:
     assert client.status == status
     assert client.headers[b"connection"] == b"close"  # uvicorn drops the rest unread
     assert client.body["error"] == error
+    assert client.sent[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
 
 
 async def test_a_declared_length_over_the_limit_is_refused_unread() -> None:
@@ -107,7 +112,7 @@ async def test_a_declared_length_over_the_limit_is_refused_unread() -> None:
     length = [(b"content-length", str(1 << 30).encode())]
     await _call(_app(), "/v1/placements", [*TEAM, *length], client)
     _refused(client, 413, "body_too_large")
-    assert client.calls == 0
+    assert client.read_first == (0, 0)
 
 
 async def test_a_chunked_body_is_refused_the_moment_it_passes_the_limit() -> None:
@@ -115,7 +120,7 @@ async def test_a_chunked_body_is_refused_the_moment_it_passes_the_limit() -> Non
     client = Client([b"x" * 16 * 1024] * 64)  # 1 MiB on offer
     await _call(_app(), "/v1/placements", [*TEAM, *chunked], client)
     _refused(client, 413, "body_too_large")
-    assert client.read == LIMIT + 16 * 1024  # the chunk that passed it, no more
+    assert client.read_first == (5, LIMIT + 16 * 1024)  # the chunk that passed it, no more
 
 
 @pytest.mark.parametrize("token", [None, b"Bearer nope", b"Basic cm9vdA=="])
@@ -126,6 +131,14 @@ async def test_no_known_token_is_refused_before_a_byte_of_the_body(token: bytes 
     client = await _call(_app(), "/v1/placements", headers, Client([b"{}"]))
     _refused(client, 401, "unauthorized")
     assert client.headers[b"www-authenticate"] == b"Bearer"
+    assert client.read_first == (0, 0)
+
+
+async def test_a_client_that_awaits_100_continue_is_answered_without_a_read() -> None:
+    """Reading would make uvicorn send "100 Continue" after the answer."""
+    headers = [(b"content-length", str(1 << 30).encode()), (b"expect", b"100-continue")]
+    client = await _call(_app(), "/v1/placements", headers, Client([b"{}"]))
+    _refused(client, 401, "unauthorized")
     assert client.calls == 0
 
 

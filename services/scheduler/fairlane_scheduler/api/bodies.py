@@ -17,13 +17,19 @@ it likes (issue 35). So, for a request that carries a body, in this order:
 4. the route gets the body in one message, then the client's own ``receive``.
 
 Every early answer says ``connection: close``, so uvicorn closes the connection instead
-of reading, and throwing away, the rest of the body. A request without a body passes
-untouched (the event stream keeps its ``receive`` for the client's disconnect).
+of reading, and throwing away, the rest of the body. Not at once, though: a socket
+closed with unread data makes the kernel reset the connection, and a client still
+sending then loses the answer it had not read yet (the 1 GB test saw a reset, not its
+401). So the connection lingers, as nginx's does: what the client still sends is read
+and thrown away for at most a second and 16 MiB, then it is closed. A request without
+a body passes untouched (the event stream keeps its ``receive`` for the client's
+disconnect).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -36,6 +42,8 @@ from fairlane_scheduler.errors import BodyTimeoutError, BodyTooLargeError, Sched
 __all__ = ["BodyLimits", "BoundedBodies", "header", "replay"]
 
 _API_PREFIX = "/v1/"
+_LINGER_S = 1.0
+_LINGER_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -91,9 +99,7 @@ class BoundedBodies:
                 tokens.caller(header(scope, b"authorization"))  # 401 if none or unknown
             body = await self._read(scope, receive, self._limits.of(path))
         except SchedulerError as exc:
-            response = error_answer(exc, scope["method"], path)
-            response.headers["connection"] = "close"
-            await response(scope, receive, send)
+            await _refuse(exc, scope, receive, send)
             return
         if body is not None:  # None: the client went away
             await self.app(scope, replay(body, receive), send)
@@ -122,6 +128,30 @@ class BoundedBodies:
             raise BodyTimeoutError(
                 f"the body was not all sent within {self._limits.timeout_s:g} s"
             ) from None
+
+
+async def _refuse(exc: SchedulerError, scope: Scope, receive: Receive, send: Send) -> None:
+    """Answer ``exc`` at once, linger (the module's docstring says why), then close."""
+    response = error_answer(exc, scope["method"], scope["path"])
+    response.headers["connection"] = "close"
+    start = {"status": response.status_code, "headers": response.raw_headers}
+    await send({"type": "http.response.start", **start})
+    await send({"type": "http.response.body", "body": response.body, "more_body": True})
+    if header(scope, b"expect") is None:  # else the client waits for 100 Continue
+        await _discard(receive)
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _discard(receive: Receive) -> None:
+    """Read and throw away what the client still sends, within the linger's bounds."""
+    discarded = 0
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(_LINGER_S):
+            while discarded < _LINGER_BYTES:
+                message = await receive()
+                if message["type"] != "http.request" or not message.get("more_body", False):
+                    return
+                discarded += len(message.get("body", b""))
 
 
 def _content_length(scope: Scope) -> int | None:
