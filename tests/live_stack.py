@@ -51,7 +51,7 @@ def pipeline_env(
 
 @dataclass(frozen=True)
 class LiveStack:
-    url: str  # the scheduler's API (and /dashboard, /metrics/)
+    url: str  # the scheduler's API (and /dashboard, /metrics)
     scorer_url: str
     agent_metrics_url: str
     token: str

@@ -116,7 +116,7 @@ def _dependency_failures(ctx: Context) -> float:
     total = 0.0
     for replica in range(3):
         try:
-            metrics = scrape(ctx.stack.api(replica) + "/metrics/")
+            metrics = scrape(ctx.stack.api(replica) + "/metrics")
         except httpx.HTTPError:
             continue
         total += sum(

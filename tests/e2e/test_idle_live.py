@@ -73,6 +73,6 @@ def test_a_placement_that_leaves_its_gpu_idle_is_announced_through_the_pipeline(
     time.sleep(3)  # three more idle checks
     assert kinds(kafka_bootstrap, tiny) == ["created", "idle"]
     assert kinds(kafka_bootstrap, busy) == ["created"]  # it computes: never idle
-    metrics = httpx.get(f"{stack.url}/metrics/").text
+    metrics = httpx.get(f"{stack.url}/metrics").text
     assert "fairlane_scheduler_idle_placements 1.0" in metrics
     assert "fairlane_scheduler_idle_events_total 1.0" in metrics

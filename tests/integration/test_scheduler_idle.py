@@ -81,7 +81,7 @@ async def test_an_idle_placement_is_announced_once_per_episode_and_its_lease_kep
         assert idle.lease_expires_ms is None  # no policy in this namespace
         counted = [r.state.runtime.metrics.idle_events._value.get() for r in (app, other)]
         assert sorted(counted) == [0, 1]
-        metrics = (await client.get("/metrics/")).text
+        metrics = (await client.get("/metrics")).text
         assert "fairlane_scheduler_idle_placements 1.0" in metrics
         got = await client.get(f"/v1/placements/{placement_id}")
         assert got.json()["lease_expires_at_ms"] == lease_ms  # nothing without the policy
@@ -90,7 +90,7 @@ async def test_an_idle_placement_is_announced_once_per_episode_and_its_lease_kep
         await publish(kafka_bootstrap, scores(node, 0.6))
 
         async def episode_over() -> bool:
-            return "fairlane_scheduler_idle_placements 0.0" in (await client.get("/metrics/")).text
+            return "fairlane_scheduler_idle_placements 0.0" in (await client.get("/metrics")).text
 
         await wait_until(episode_over)
         await publish(kafka_bootstrap, scores(node, 0.0))

@@ -103,7 +103,7 @@ async def test_a_job_with_a_class_avoids_the_gpus_learned_slow_under_it(
         await send_raw(kafka_bootstrap, GPU_SPEEDS, b"not a speed", key=b"x/y")
 
         async def counted() -> bool:
-            metrics = (await client.get("/metrics/")).text
+            metrics = (await client.get("/metrics")).text
             rejected = f'outcome="rejected",topic="{GPU_SPEEDS}"'
             line = next(m for m in metrics.splitlines() if rejected in m and "_total" in m)
             return float(line.rsplit(" ", 1)[1]) >= 1
