@@ -158,46 +158,86 @@ def test_the_idle_holdings_alert_fires_only_after_its_window(tmp_path: Path) -> 
     """The shipped rules under promtool's rule tests: two replicas both report the one
     idle placement Postgres records (max, not sum), and the alert fires only once it has
     lasted 15 minutes."""
+    annotations = _annotations("FairlaneIdleHoldings", "1")
+    _promtool_test(
+        tmp_path,
+        {
+            "interval": "1m",
+            "input_series": [
+                {
+                    "series": 'fairlane_scheduler_idle_placements{instance="a"}',
+                    "values": "0 1x30",
+                },
+                {
+                    "series": 'fairlane_scheduler_idle_placements{instance="b"}',
+                    "values": "0 1x30",
+                },
+            ],
+            "promql_expr_test": [
+                {
+                    "expr": "fairlane:idle_placements:max",
+                    "eval_time": "5m",
+                    "exp_samples": [{"labels": "fairlane:idle_placements:max", "value": 1}],
+                }
+            ],
+            "alert_rule_test": [
+                {"eval_time": "10m", "alertname": "FairlaneIdleHoldings", "exp_alerts": []},
+                {
+                    "eval_time": "17m",
+                    "alertname": "FairlaneIdleHoldings",
+                    "exp_alerts": [
+                        {"exp_labels": {"severity": "info"}, "exp_annotations": annotations}
+                    ],
+                },
+            ],
+        },
+    )
+
+
+def test_the_quarantine_alert_sums_the_scorer_workers(tmp_path: Path) -> None:
+    """Each scorer worker binds its own partitions' GPUs (issue 35): the quarantined
+    uuids of two workers add up, and the alert fires after a minute of any."""
+    annotations = _annotations("FairlaneGpusQuarantined", "3")
+    _promtool_test(
+        tmp_path,
+        {
+            "interval": "1m",
+            "input_series": [
+                {"series": 'fairlane_scorer_quarantined_gpus{instance="a"}', "values": "0 2x10"},
+                {"series": 'fairlane_scorer_quarantined_gpus{instance="b"}', "values": "0 1x10"},
+            ],
+            "promql_expr_test": [
+                {
+                    "expr": "fairlane:gpus_quarantined:sum",
+                    "eval_time": "0m",
+                    "exp_samples": [{"labels": "fairlane:gpus_quarantined:sum", "value": 0}],
+                }
+            ],
+            "alert_rule_test": [
+                {"eval_time": "1m", "alertname": "FairlaneGpusQuarantined", "exp_alerts": []},
+                {
+                    "eval_time": "3m",
+                    "alertname": "FairlaneGpusQuarantined",
+                    "exp_alerts": [
+                        {"exp_labels": {"severity": "warning"}, "exp_annotations": annotations}
+                    ],
+                },
+            ],
+        },
+    )
+
+
+def _annotations(alert_name: str, value: str) -> dict[str, str]:
+    """The alert's annotations as they read when its value is ``value``."""
+    (alert,) = [r for r in rules() if r.get("alert") == alert_name]
+    return {k: v.replace("{{ $value }}", value) for k, v in alert["annotations"].items()}
+
+
+def _promtool_test(tmp_path: Path, case: dict[str, Any]) -> None:
+    """One test case of promtool's rule tests, on the shipped rules (1 minute a step)."""
     shutil.copy(MONITORING / "rules.yml", tmp_path / "rules.yml")
-    (alert,) = [r for r in rules() if r.get("alert") == "FairlaneIdleHoldings"]
-    annotations = {k: v.replace("{{ $value }}", "1") for k, v in alert["annotations"].items()}
-    cases = {
-        "rule_files": ["rules.yml"],
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": [
-                    {
-                        "series": 'fairlane_scheduler_idle_placements{instance="a"}',
-                        "values": "0 1x30",
-                    },
-                    {
-                        "series": 'fairlane_scheduler_idle_placements{instance="b"}',
-                        "values": "0 1x30",
-                    },
-                ],
-                "promql_expr_test": [
-                    {
-                        "expr": "fairlane:idle_placements:max",
-                        "eval_time": "5m",
-                        "exp_samples": [{"labels": "fairlane:idle_placements:max", "value": 1}],
-                    }
-                ],
-                "alert_rule_test": [
-                    {"eval_time": "10m", "alertname": "FairlaneIdleHoldings", "exp_alerts": []},
-                    {
-                        "eval_time": "17m",
-                        "alertname": "FairlaneIdleHoldings",
-                        "exp_alerts": [
-                            {"exp_labels": {"severity": "info"}, "exp_annotations": annotations}
-                        ],
-                    },
-                ],
-            }
-        ],
-    }
-    path = tmp_path / "idle_test.yml"
+    cases = {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": [case]}
+    path = tmp_path / "rules_test.yml"
     path.write_text(yaml.safe_dump(cases))
     checked = subprocess.run(
         [debian_tool("promtool"), "test", "rules", str(path)],
