@@ -108,6 +108,7 @@ class Traffic:
         if score is None:
             score = self._score(i)
         return GpuScore(
+            schema_="gpu-score/1",
             node=f"node-{i // GPUS_PER_NODE:05d}",
             uuid=f"GPU-{i:06d}",
             index=i % GPUS_PER_NODE,

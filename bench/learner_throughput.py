@@ -66,6 +66,7 @@ def _parts(topic: str) -> list[TopicPartition]:
 def placement(prefix: str, n: int, ranks: int, ts_ms: int) -> PlacementEvent:
     node = f"{prefix}-node-{n}"
     return PlacementEvent(
+        schema_="placement/1",
         placement_id=f"{prefix}-p{n}",
         job_id=f"{prefix}-j{n}",
         namespace="bench",
@@ -89,6 +90,7 @@ def progress(event: PlacementEvent, window: int, ts_ms: int) -> JobProgress:
     gpus = event.nodes[0].gpus
     times = [0.25 if i % 8 == 7 else 0.2 for i in range(len(gpus))]  # one in eight at 0.8 x
     return JobProgress(
+        schema_="job-progress/1",
         placement_id=event.placement_id,
         job_class="compute-bound",
         ts_ms=ts_ms + window * 60_000,

@@ -158,6 +158,7 @@ async def fresh_database(server_dsn: str) -> str:
 def synthetic_score(prefix: str, i: int, score: float, ts_ms: int) -> GpuScore:
     """The ``i``-th GPU of a synthetic fleet of 8-GPU H100 nodes named ``prefix-NNNNN``."""
     return GpuScore(
+        schema_="gpu-score/1",
         node=f"{prefix}-{i // GPUS_PER_NODE:05d}",
         uuid=f"GPU-{prefix}-{i}",
         index=i % GPUS_PER_NODE,

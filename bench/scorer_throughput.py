@@ -56,6 +56,7 @@ def node_sample(
 ) -> NodeSample:
     util = rng.uniform(0, 100, gpus)
     return NodeSample(
+        schema_="node-sample/1",
         node=f"{prefix}-{node}",
         ts_ms=ts_ms,
         source="sim",

@@ -42,11 +42,14 @@ def gpu_sample(**overrides: Any) -> GpuSample:
 
 
 def node_sample(node: str = "node-a", ts_ms: int = 1_700_000_000_000, **gpu: Any) -> NodeSample:
-    return NodeSample(node=node, ts_ms=ts_ms, source="sim", gpus=[gpu_sample(**gpu)])
+    return NodeSample(
+        schema_="node-sample/1", node=node, ts_ms=ts_ms, source="sim", gpus=[gpu_sample(**gpu)]
+    )
 
 
 def gpu_score(**overrides: Any) -> GpuScore:
     values: dict[str, Any] = {
+        "schema_": "gpu-score/1",
         "node": "node-a",
         "uuid": "GPU-0000",
         "index": 0,
@@ -70,6 +73,7 @@ def gpu_speed(**overrides: Any) -> GpuSpeed:
     """A learned speed record; ``low``/``high`` default to +-0.02 around ``speed``."""
     speed = overrides.get("speed", 1.0)
     values: dict[str, Any] = {
+        "schema_": "gpu-speed/1",
         "uuid": "GPU-0000",
         "node": "node-a",
         "model": "NVIDIA H100 80GB HBM3",
@@ -107,6 +111,7 @@ def single_gpu_placement(
         world_size=1,
     )
     return PlacementEvent(
+        schema_="placement/1",
         placement_id=pid,
         job_id=f"j-{pid}",
         namespace="it",

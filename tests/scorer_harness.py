@@ -185,6 +185,7 @@ def gang_placement(
         world_size=len(uuids),
     )
     return PlacementEvent(
+        schema_="placement/1",
         placement_id=pid,
         job_id=f"j-{pid}",
         namespace="it",
@@ -200,6 +201,7 @@ def job_progress(
     """One minute of a job whose rank r ran on the r-th GPU of ``times`` (uuid ->
     compute seconds per step)."""
     return JobProgress(
+        schema_="job-progress/1",
         placement_id=pid,
         job_class=job_class,
         ts_ms=ts_ms,
@@ -215,7 +217,7 @@ def job_progress(
 def idle_sample(node: str, uuids: Sequence[str], model: str) -> NodeSample:
     """One healthy, idle sample of the node's GPUs (indices 0..), now."""
     gpus = [gpu_sample(uuid=u, index=i, model=model) for i, u in enumerate(uuids)]
-    return NodeSample(node=node, ts_ms=now_ms(), source="sim", gpus=gpus)
+    return NodeSample(schema_="node-sample/1", node=node, ts_ms=now_ms(), source="sim", gpus=gpus)
 
 
 async def score_gpus(

@@ -7,8 +7,9 @@ import jsonschema
 import orjson
 import pytest
 
-from fairlane_events.codec import encode
+from fairlane_events.codec import DecodeError, decode, encode
 from fairlane_events.dead_letter import dead_letter_for
+from fairlane_events.fast_samples import decode_fast
 from fairlane_events.records import (
     GpuSlot,
     GpuSpeed,
@@ -34,6 +35,7 @@ EXAMPLES: dict[str, Record] = {
     NODE_SAMPLES: node_sample(),
     GPU_SCORES: gpu_score(components={"clock": 1.0, "compute": None}),
     PLACEMENTS: PlacementEvent(
+        schema_="placement/1",
         placement_id="p",
         job_id="j",
         namespace="default",
@@ -52,6 +54,7 @@ EXAMPLES: dict[str, Record] = {
         ],
     ),
     JOB_PROGRESS: JobProgress(
+        schema_="job-progress/1",
         placement_id="p",
         job_class="compute-bound",
         ts_ms=1,
@@ -63,6 +66,7 @@ EXAMPLES: dict[str, Record] = {
         ],
     ),
     GPU_SPEEDS: GpuSpeed(
+        schema_="gpu-speed/1",
         uuid="GPU-2",
         node="n",
         model="NVIDIA H100 80GB HBM3",
@@ -102,6 +106,20 @@ def test_schema_rejects_a_missing_field() -> None:
     del record["node"]
     with pytest.raises(jsonschema.ValidationError, match="'node' is a required property"):
         jsonschema.validate(record, schema)
+
+
+@pytest.mark.parametrize("topic", sorted(TOPIC_RECORDS))
+def test_a_record_without_its_schema_is_rejected_everywhere(topic: str) -> None:
+    """docs/design-contract.md: every record carries ``schema``. The schema, the model and
+    (for node samples) the msgspec fast path all refuse a record that lacks it."""
+    record = orjson.loads(encode(EXAMPLES[topic]))
+    del record["schema"]
+    with pytest.raises(jsonschema.ValidationError, match="'schema' is a required property"):
+        jsonschema.validate(record, json.loads(schema_path(topic).read_text()))
+    with pytest.raises(DecodeError, match="schema: Field required"):
+        decode(TOPIC_RECORDS[topic], orjson.dumps(record))
+    if topic == NODE_SAMPLES:
+        assert decode_fast(orjson.dumps(record)) is None
 
 
 @pytest.mark.parametrize("topic", [GPU_SCORES, GPU_SPEEDS])

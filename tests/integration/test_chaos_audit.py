@@ -24,6 +24,7 @@ pytestmark = pytest.mark.integration
 def _event(placement_id: str, event: str) -> PlacementEvent:
     return PlacementEvent.model_validate(
         {
+            "schema": "placement/1",
             "placement_id": placement_id,
             "job_id": f"job-{placement_id[:8]}",
             "namespace": "default",

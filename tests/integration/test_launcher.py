@@ -406,6 +406,7 @@ def test_an_idle_event_is_told_and_a_degraded_one_reaches_the_job_as_sigusr1_and
         uuid = node["gpus"][0]["uuid"]
         now_ms = int(time.time() * 1000)
         about = {
+            "schema_": "placement/1",
             "placement_id": placement_id,
             "job_id": str(placement["job_id"]),
             "namespace": str(placement["namespace"]),

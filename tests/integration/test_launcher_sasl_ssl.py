@@ -53,6 +53,7 @@ def test_the_launcher_principal_reports_and_hears_degraded_events(
             placement = scheduler.placement(placement_id)
             uuid = placement["nodes"][0]["gpus"][0]["uuid"]
             event = PlacementEvent(
+                schema_="placement/1",
                 placement_id=placement_id,
                 job_id=placement["job_id"],
                 namespace=placement["namespace"],

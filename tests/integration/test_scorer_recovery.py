@@ -71,7 +71,13 @@ def seeded_stream(prefix: str, seed: int, count: int = ROUNDS) -> list[NodeSampl
         for n in range(NODES):
             gpus = [_random_gpu(rng, f"{prefix}-n{n}-g{i}", i) for i in range(2)]
             rounds.append(
-                NodeSample(node=f"{prefix}-n{n}", ts_ms=t0 + r * STEP_MS, source="sim", gpus=gpus)
+                NodeSample(
+                    schema_="node-sample/1",
+                    node=f"{prefix}-n{n}",
+                    ts_ms=t0 + r * STEP_MS,
+                    source="sim",
+                    gpus=gpus,
+                )
             )
     return rounds
 

@@ -208,7 +208,7 @@ async def test_a_gpu_clocked_at_half_its_peers_under_load_starts_below_them(
         for i, (u, c) in enumerate(mhz.items())
     ]
     infos = scorer.metric("fairlane_scorer_speed_gpu_infos_total")
-    sample = NodeSample(node=node, ts_ms=now_ms(), source="sim", gpus=busy)
+    sample = NodeSample(schema_="node-sample/1", node=node, ts_ms=now_ms(), source="sim", gpus=busy)
     await produce_samples(kafka_bootstrap, [sample])
     await eventually(lambda: scorer.metric("fairlane_scorer_speed_gpu_infos_total") >= infos + 4)
     await place(scorer, kafka_bootstrap, pid, node, uuids)

@@ -46,7 +46,11 @@ def scorer(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> It
 
 def _sample(node: str, ts_ms: int, uuid: str, index: int = 0, **metrics: object) -> NodeSample:
     return NodeSample(
-        node=node, ts_ms=ts_ms, source="sim", gpus=[gpu_sample(uuid=uuid, index=index, **metrics)]
+        schema_="node-sample/1",
+        node=node,
+        ts_ms=ts_ms,
+        source="sim",
+        gpus=[gpu_sample(uuid=uuid, index=index, **metrics)],
     )
 
 
@@ -109,7 +113,7 @@ def _node_round(
 ) -> NodeSample:
     gpus = [gpu_sample(uuid=f"{node}-held", index=0, **held)]
     gpus.append(gpu_sample(uuid=f"{node}-free", index=1, **free))
-    return NodeSample(node=node, ts_ms=ts, source="sim", gpus=gpus)
+    return NodeSample(schema_="node-sample/1", node=node, ts_ms=ts, source="sim", gpus=gpus)
 
 
 def _by_gpu(scores: list[GpuScore], uuid: str) -> list[GpuScore]:

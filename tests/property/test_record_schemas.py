@@ -146,6 +146,7 @@ def test_lax_values_the_schema_rejects_are_rejected(gpu: dict[str, Any]) -> None
 
 def test_an_integral_float_is_an_integer_as_json_says() -> None:
     record = {
+        "schema": "node-sample/1",
         "node": "n1",
         "ts_ms": 1.7e12,
         "source": "sim",

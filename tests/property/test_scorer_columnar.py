@@ -49,7 +49,9 @@ def node_records(draw: st.DrawFn, node: str) -> list[NodeSample]:
             )
             for uuid in present
         ]
-        records.append(NodeSample(node=node, ts_ms=ts, source="sim", gpus=gpus))
+        records.append(
+            NodeSample(schema_="node-sample/1", node=node, ts_ms=ts, source="sim", gpus=gpus)
+        )
     return records
 
 

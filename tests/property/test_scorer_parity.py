@@ -149,7 +149,13 @@ def test_batches_of_many_nodes_equal_the_reference(
     each batch scored by ``score_batch``, its rows round-tripped through the table
     encoding; after every batch each node's score equals the reference's."""
     records = [
-        (n, i, NodeSample(node=f"node-{n}", ts_ms=ts, source="sim", gpus=[sample]))
+        (
+            n,
+            i,
+            NodeSample(
+                schema_="node-sample/1", node=f"node-{n}", ts_ms=ts, source="sim", gpus=[sample]
+            ),
+        )
         for n, (history, _) in enumerate(node_streams)
         for i, (ts, sample) in enumerate(history)
     ]

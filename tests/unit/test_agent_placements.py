@@ -23,6 +23,7 @@ def event(kind: str, uuid: str, share: float | None = None) -> PlacementEvent:
     )
     slow = [SlowGpu(uuid=uuid, node="n", speed=0.6, source="learned")]
     return PlacementEvent(
+        schema_="placement/1",
         placement_id="p",
         job_id="j",
         namespace="t",

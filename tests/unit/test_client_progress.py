@@ -88,6 +88,7 @@ def test_without_a_launcher_step_is_a_no_op_with_one_warning(
 
 def degraded_event() -> PlacementEvent:
     return PlacementEvent(
+        schema_="placement/1",
         placement_id="p1",
         job_id="j",
         namespace="default",

@@ -16,6 +16,7 @@ from tests.processes import free_port
 
 def record(ts_ms: int) -> JobProgress:
     return JobProgress(
+        schema_="job-progress/1",
         placement_id="p1",
         job_class="c",
         ts_ms=ts_ms,

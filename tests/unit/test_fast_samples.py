@@ -13,7 +13,7 @@ from tests.unit.test_scorer_decoding import CASES
 
 
 def _record(gpu: str = "", node: str = '"n1"') -> bytes:
-    head = f'{{"node":{node},"ts_ms":1700000000000,"source":"sim",'
+    head = f'{{"schema":"node-sample/1","node":{node},"ts_ms":1700000000000,"source":"sim",'
     return (head + f'"gpus":[{{"uuid":"G","index":0,"model":"H"{gpu}}}]}}').encode()
 
 

@@ -25,7 +25,14 @@ def event(kind: str, ts_ms: int, pid: str = "p1", **kwargs: Any) -> PlacementEve
         for rank, node in enumerate(("n1", "n2"))
     ]
     return PlacementEvent(
-        placement_id=pid, job_id="j", namespace="ns", event=kind, ts_ms=ts_ms, nodes=nodes, **kwargs
+        schema_="placement/1",
+        placement_id=pid,
+        job_id="j",
+        namespace="ns",
+        event=kind,
+        ts_ms=ts_ms,
+        nodes=nodes,
+        **kwargs,
     )
 
 

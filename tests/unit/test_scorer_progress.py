@@ -59,12 +59,19 @@ def placement(kind: str, pid: str = "p1") -> PlacementEvent:
         for rank, node in enumerate(("n1", "n2"))
     ]
     return PlacementEvent(
-        placement_id=pid, job_id="j", namespace="ns", event=kind, ts_ms=T0, nodes=nodes
+        schema_="placement/1",
+        placement_id=pid,
+        job_id="j",
+        namespace="ns",
+        event=kind,
+        ts_ms=T0,
+        nodes=nodes,
     )
 
 
 def progress(uuids: list[str], pid: str = "p1", **overrides: Any) -> JobProgress:
     values: dict[str, Any] = {
+        "schema": "job-progress/1",
         "placement_id": pid,
         "job_class": "compute-bound",
         "ts_ms": T0 + 60_000,
@@ -190,6 +197,7 @@ def test_gpu_info_is_sent_again_only_when_it_moved(
 
 def _node(*gpus: dict[str, float | None]) -> NodeSample:
     return NodeSample(
+        schema_="node-sample/1",
         node="n",
         ts_ms=T0,
         source="sim",

@@ -108,6 +108,7 @@ class ProgressWindow:
             for rank, values in sorted(timings.items())
         ]
         return JobProgress(
+            schema_="job-progress/1",
             placement_id=placement_id,
             job_class=job_class,
             ts_ms=end_ms,

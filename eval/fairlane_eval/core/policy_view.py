@@ -78,6 +78,7 @@ def speed_record(
     """A learned speed known exactly (its interval the speed itself), as a simulation
     hands the scheduler's fleet view what a learner would publish."""
     return GpuSpeed.model_construct(
+        schema_="gpu-speed/1",
         uuid=uuid,
         node=node,
         model=model,
@@ -148,6 +149,7 @@ class PolicyView:
         gpu = self.fleet.gpus[row]
         speed = gpu.spec.relative_speed
         return GpuScore.model_construct(
+            schema_="gpu-score/1",
             node=gpu.node,
             uuid=gpu.uuid,
             index=gpu.index,

@@ -66,6 +66,7 @@ class StaticFirstFit:
             spec = CATALOG[gpu.model]
             view.apply(
                 GpuScore(
+                    schema_="gpu-score/1",
                     node=gpu.node,
                     uuid=gpu.uuid,
                     index=gpu.index,

@@ -26,6 +26,7 @@ def dead_letter_for(
     raw = value or b""
     kept = raw[:MAX_DEAD_LETTER_VALUE_BYTES]
     return DeadLetter(
+        schema_="dead-letter/1",
         ts_ms=now_ms,
         source_topic=topic,
         partition=partition,

@@ -89,7 +89,7 @@ class FastNodeSample(
 ):
     """:class:`~fairlane_events.records.NodeSample`'s fields, types and bounds."""
 
-    schema_: Literal["node-sample/1"] = msgspec.field(default="node-sample/1", name="schema")
+    schema_: Literal["node-sample/1"] = msgspec.field(name="schema")
     node: _NodeName
     ts_ms: _EpochMs
     source: Literal["nvml", "sim", "dcgm"]

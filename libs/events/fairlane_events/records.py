@@ -125,7 +125,7 @@ class NodeSample(Record):
     Beyond the schema: no GPU uuid appears twice in one record.
     """
 
-    schema_: Literal["node-sample/1"] = Field("node-sample/1", alias="schema")
+    schema_: Literal["node-sample/1"] = Field(alias="schema")
     node: NodeName
     ts_ms: EpochMs
     source: Literal["nvml", "sim", "dcgm"]
@@ -144,7 +144,7 @@ class NodeSample(Record):
 class GpuScore(Record):
     """``fairlane.gpu-scores.v1`` (compacted), key = GPU uuid: the GPU's current score."""
 
-    schema_: Literal["gpu-score/1"] = Field("gpu-score/1", alias="schema")
+    schema_: Literal["gpu-score/1"] = Field(alias="schema")
     node: NodeName
     uuid: GpuUuid
     index: GpuIndex
@@ -240,7 +240,7 @@ class PlacementEvent(Record):
     on all others, and so is ``lease_expires_ms`` (which ``idle`` may omit).
     """
 
-    schema_: Literal["placement/1"] = Field("placement/1", alias="schema")
+    schema_: Literal["placement/1"] = Field(alias="schema")
     placement_id: str
     job_id: str
     namespace: str
@@ -274,7 +274,7 @@ class PlacementEvent(Record):
 class DeadLetter(Record):
     """``fairlane.dead-letter.v1``: a rejected record, why, and where it came from."""
 
-    schema_: Literal["dead-letter/1"] = Field("dead-letter/1", alias="schema")
+    schema_: Literal["dead-letter/1"] = Field(alias="schema")
     ts_ms: EpochMs
     source_topic: str
     partition: Annotated[StrictInt, Field(ge=0, lt=2**31), AS_INT]
@@ -305,7 +305,7 @@ class JobProgress(Record):
     Beyond the schema: no GPU uuid and no rank appears twice in one record.
     """
 
-    schema_: Literal["job-progress/1"] = Field("job-progress/1", alias="schema")
+    schema_: Literal["job-progress/1"] = Field(alias="schema")
     placement_id: PlacementId
     job_class: JobClass = Field(
         description="the user's label for the kind of work (compute-bound, a model name)"
@@ -335,7 +335,7 @@ class GpuSpeed(Record):
     Beyond the schema: low <= speed <= high.
     """
 
-    schema_: Literal["gpu-speed/1"] = Field("gpu-speed/1", alias="schema")
+    schema_: Literal["gpu-speed/1"] = Field(alias="schema")
     uuid: GpuUuid
     node: NodeName
     model: Annotated[str, Field(min_length=1, max_length=128)]

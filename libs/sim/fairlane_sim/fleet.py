@@ -228,6 +228,7 @@ class FleetSimulator:
                 continue
             records.append(
                 NodeSample(
+                    schema_="node-sample/1",
                     node=gpus[0].node,
                     ts_ms=ts_ms,
                     source="sim",

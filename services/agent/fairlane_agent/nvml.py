@@ -220,6 +220,7 @@ class NvmlCollector:
         """This node's record for the round at ``ts_ms`` (a list, like the simulator's)."""
         return [
             NodeSample(
+                schema_="node-sample/1",
                 node=self._node,
                 ts_ms=ts_ms,
                 source="nvml",

@@ -139,7 +139,14 @@ class DcgmBridge:
         gpus = sorted((g for g in entries if g is not None), key=lambda g: (g.index, g.uuid))
         try:
             out.records.append(
-                NodeSample(node=node, ts_ms=ts_ms, source="dcgm", driver_version=driver, gpus=gpus)
+                NodeSample(
+                    schema_="node-sample/1",
+                    node=node,
+                    ts_ms=ts_ms,
+                    source="dcgm",
+                    driver_version=driver,
+                    gpus=gpus,
+                )
             )
         except ValidationError as exc:
             reason = "; ".join(e["msg"] for e in exc.errors())

@@ -76,6 +76,7 @@ def claim_events(
     ) -> PlacementEvent:
         namespace, name, nodes = held
         return PlacementEvent(
+            schema_="placement/1",
             placement_id=uid,
             job_id=f"{namespace}/{name}",
             namespace=namespace,

@@ -111,6 +111,7 @@ def placement_event(
 def event_fields(placement: Placement, ts_ms: int) -> dict[str, Any]:
     """What every event about ``placement`` says: who it is and its assignment."""
     return {
+        "schema_": "placement/1",
         "placement_id": placement.id,
         "job_id": placement.job_id,
         "namespace": placement.namespace,

@@ -51,6 +51,7 @@ def model_speed(model: str) -> tuple[float, bool]:
 def score_record(uuid: str, window: Labelled, result: ScoreResult) -> GpuScore:
     speed, _ = model_speed(window.model)
     return GpuScore(
+        schema_="gpu-score/1",
         node=window.node,
         uuid=uuid,
         index=window.index,

@@ -65,6 +65,7 @@ def speed_record(
     uuid, job_class = split_key(key)
     scale = 1.0 if not peer_median else 1.0 / peer_median
     return GpuSpeed(
+        schema_="gpu-speed/1",
         uuid=uuid,
         node=row.node,
         model=row.model,
