@@ -28,7 +28,10 @@ __all__ = ["FULL_ORDER", "Context", "Plan"]
 #: Free space the changelogs' small log dir keeps outside the disk scenario (logdirs.py).
 SMALL_DIR_SPARE_BYTES = 8 << 20
 
-FULL_ORDER = ("kafka", "scorer", "replica", "postgres", "hostile", "sustained", "partition", "disk")
+FULL_ORDER = (
+    "kafka", "scorer", "replica", "postgres", "hostile", "big_body", "big_body_token",
+    "slow_body", "sustained", "partition", "disk",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.chaos.bodies import huge_body, huge_body_with_token, slow_bodies
 from tests.chaos.context import Context, Plan
 from tests.chaos.disk import disk_full
 from tests.chaos.faults import kafka_outage, postgres_outage, replica_kill, scorer_kill
@@ -28,6 +29,9 @@ SCENARIOS: dict[str, Scenario] = {
     "replica": replica_kill,
     "postgres": postgres_outage,
     "hostile": hostile_input,
+    "big_body": huge_body,
+    "big_body_token": huge_body_with_token,
+    "slow_body": slow_bodies,
     "sustained": sustained_load,
     "partition": agent_partition,
     "disk": disk_full,
