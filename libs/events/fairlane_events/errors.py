@@ -7,6 +7,9 @@ the wire-contract library because it is the one library every package may import
     FairlaneError                       root; ``retryable`` says if trying again can help
      +-- DecodeError                    a record that is not JSON or not its schema; never
      |                                  (fairlane_events)
+     +-- SignatureError                 a node sample not signed by its node's key; never
+     +-- KeyFileError                   a key ring or node key that cannot be used; never
+     |                                  (both fairlane_events.signing)
      +-- ScenarioError                  a simulator scenario is invalid; never (fairlane_sim)
      +-- ServerUnavailableError         Kafka or Postgres does not answer; retryable
      +-- TopicMismatchError             a topic exists, not as the contract says; never
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-__all__ = ["DecodeError", "FairlaneError"]
+__all__ = ["DecodeError", "FairlaneError", "KeyFileError", "SignatureError"]
 
 
 class FairlaneError(Exception):
@@ -34,3 +37,17 @@ class FairlaneError(Exception):
 class DecodeError(FairlaneError, ValueError):
     """A record that is not valid JSON or does not match its schema (never retryable:
     the same bytes fail the same way; they go to the dead-letter topic)."""
+
+
+class KeyFileError(FairlaneError, ValueError):
+    """A key ring or node key file that cannot be used (a deployment error; never
+    retryable)."""
+
+
+class SignatureError(FairlaneError):
+    """A record whose signature is missing, unknown or wrong (never retryable: it goes to
+    the dead-letter topic). ``reason`` is a short label for metrics."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason

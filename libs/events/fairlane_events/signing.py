@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from fairlane_events.errors import FairlaneError
+from fairlane_events.errors import KeyFileError, SignatureError
 
 __all__ = [
     "MIN_SECRET_BYTES",
@@ -59,20 +59,6 @@ _KEY_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 #: The shortest cluster secret accepted, in bytes (HMAC-SHA256's key is 32 bytes wide).
 MIN_SECRET_BYTES = 16
 _MAX_HEADER_BYTES = 256  # "v1 <id up to 64> <64 hex>": anything longer is not ours
-
-
-class KeyFileError(FairlaneError, ValueError):
-    """A key ring or node key file that cannot be used (a deployment error; never
-    retryable)."""
-
-
-class SignatureError(FairlaneError):
-    """A record whose signature is missing, unknown or wrong (never retryable: it goes to
-    the dead-letter topic). ``reason`` is a short label for metrics."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 def derive_node_key(secret: bytes, node: str) -> bytes:
