@@ -107,13 +107,14 @@ def run_scorer(
         yield scorer
 
 
-async def produce_samples(bootstrap: str, samples: Sequence[NodeSample]) -> None:
+async def produce_samples(bootstrap: str, samples: Sequence[NodeSample]) -> list[tuple[int, int]]:
+    """Onto the node-samples topic, keyed by node: each record's (partition, offset)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
     await producer.start()
     try:
-        for s in samples:
-            await producer.send(NODE_SAMPLES, encode(s), key=s.node.encode())
+        sent = [await producer.send(NODE_SAMPLES, encode(s), key=s.node.encode()) for s in samples]
         await producer.flush()
+        return [(meta.partition, meta.offset) for meta in [await f for f in sent]]
     finally:
         await producer.stop()
 

@@ -63,7 +63,9 @@ async def retired(kafka_bootstrap: str) -> AsyncIterator[list[list[NodeSample]]]
     )
 
 
-def seeded_stream(prefix: str, seed: int, count: int = ROUNDS) -> list[NodeSample]:
+def seeded_stream(
+    prefix: str, seed: int, count: int = ROUNDS, step_ms: int = STEP_MS
+) -> list[NodeSample]:
     rng = np.random.default_rng(seed)
     t0 = int(time.time() * 1000)  # event time runs ahead of the wall clock: never stale
     rounds = []
@@ -74,7 +76,7 @@ def seeded_stream(prefix: str, seed: int, count: int = ROUNDS) -> list[NodeSampl
                 NodeSample(
                     schema_="node-sample/1",
                     node=f"{prefix}-n{n}",
-                    ts_ms=t0 + r * STEP_MS,
+                    ts_ms=t0 + r * step_ms,
                     source="sim",
                     gpus=gpus,
                 )
@@ -193,7 +195,9 @@ async def test_records_replayed_over_rows_that_hold_them_count_once(
     again over rows that already hold it. Not one is counted twice: each is ignored as
     not newer than its GPU's last sample, and the scores equal the reference."""
     prefix = f"replay-{unique}"
-    stream = seeded_stream(prefix, seed=9)
+    # Rounds 20 s apart: every record of the first half is within the scorer's replay
+    # tolerance (300 s) of its node's newest, a redelivery, not a replay (dead-lettered).
+    stream = seeded_stream(prefix, seed=9, step_ms=20_000)
     retired.append(stream)
     half = len(stream) // 2
     app_id, data = f"scorer-replay-{unique}", tmp_path / "data"

@@ -8,7 +8,11 @@ and hands what the step produced to :class:`~fairlane_scorer.delivery.Deliveries
 ``create_app`` and never creates them itself. Faust tables may only be written from the
 agent that owns the partition, so the staleness scan reads ``windows`` and publishes stale
 records without writing it; the next sample of such a GPU re-publishes its fresh score
-(``should_emit``).
+(``should_emit``). Likewise it tombstones an expired GPU without pruning it: the samples
+agent prunes it from the row the next time it writes the node's row.
+
+A node speaks only for its own GPUs (:mod:`fairlane_scorer.identity`): a decoded batch
+is checked (replays, rate, GPUs bound to another node) before it is scored.
 """
 
 from __future__ import annotations
@@ -25,12 +29,14 @@ from faust.types import Message
 from fairlane_events.codec import DecodeError, decode
 from fairlane_events.records import PlacementEvent
 from fairlane_scorer.core.allocations import allocations_of, apply_placement
+from fairlane_scorer.core.node_identity import CheckedBatch
 from fairlane_scorer.core.node_rows import decode_node, encode_node
 from fairlane_scorer.core.node_state import NodeState, overdue
 from fairlane_scorer.core.records import Labelled, model_speed, score_json
 from fairlane_scorer.core.step import decode_batch, score_batch
 from fairlane_scorer.core.window import score_window
 from fairlane_scorer.delivery import Deliveries
+from fairlane_scorer.identity import NodeIdentity
 from fairlane_scorer.metrics import ScorerMetrics
 from fairlane_scorer.rejects import dead_letter
 from fairlane_scorer.speed_agents import SpeedAgents
@@ -60,6 +66,7 @@ class ScoringAgents:
     # written the row, its encode_node() bytes as recovery left it until then. One copy.
     windows: Table
     allocations: Table  # node -> NodeAllocations
+    identity: NodeIdentity
     unknown_models: set[str] = field(default_factory=set)
     announced_stale: set[str] = field(default_factory=set)  # lost on restart: re-sent once
     partition_of: dict[str, int] = field(default_factory=dict)  # node -> its partition
@@ -85,12 +92,14 @@ class ScoringAgents:
         samples, rejected = decode_batch([(m.key, m.value) for m in messages])
         for r in rejected:
             await self.reject(messages[r.position], r.error, out)
+        at_ms = now_ms()
         nodes = {s.node for s in samples}
+        rows = {node: state for node in nodes if (state := self.node_state(node)) is not None}
+        checked = self.identity.check(samples, rows, at_ms)
+        await self.refuse(checked, messages, {r.position for r in rejected}, out)
+        samples = checked.samples
         result = score_batch(
-            samples,
-            {node: state for node in nodes if (state := self.node_state(node)) is not None},
-            {node: self.allocations.get(node) for node in nodes},
-            self.config,
+            samples, rows, {node: self.allocations.get(node) for node in nodes}, self.config
         )
         self.metrics.duplicates.inc(result.duplicates)
         self.metrics.scored.inc(len(result.accepted))
@@ -98,11 +107,70 @@ class ScoringAgents:
         await self.publish_all(result.emitted, out)
         self.metrics.emitted.inc(len(result.emitted))
         if self.speeds is not None:
-            await self.speeds.on_scores(result.emitted, samples, out, now_ms())
+            await self.speeds.on_scores(result.emitted, samples, out, at_ms)
         partitions = {m.key: m.partition for m in messages}
-        for node, row in result.rows.items():
+        reported: dict[str, set[str]] = {}
+        for s in samples:
+            reported.setdefault(s.node, set()).update(g.uuid for g in s.gpus)
+        for node, changed in result.rows.items():
+            row = await self.pruned(changed, reported[node], at_ms, out)
+            self.identity.bindings.index(row)
             partition = self.partition_of[node] = partitions[node.encode()]
             await out.write(self.windows, partition, node, row, encode_node(row))
+
+    async def refuse(
+        self, checked: CheckedBatch, messages: list[Message], rejected: set[int], out: Deliveries
+    ) -> None:
+        """Dead-letter the records the identity checks refused (whole, or some GPUs):
+        ``checked`` counts the decoded records, ``rejected`` the positions of the others."""
+        origins = [i for i in range(len(messages)) if i not in rejected]
+        for refusal in checked.refused:
+            await self.reject(messages[origins[refusal.position]], refusal.error, out)
+
+    async def pruned(
+        self, row: NodeState, reported: set[str], at_ms: int, out: Deliveries
+    ) -> NodeState:
+        """``row`` without its expired GPUs its batch did not report, tombstoned first
+        where no other node holds them."""
+        row, gone = self.identity.prune(row, reported, at_ms)
+        slots = [(row.node, uuid) for uuid in gone]
+        await self.forget(slots, at_ms, out)
+        self.identity.tombstoned.difference_update(slots)
+        return row
+
+    async def forget(self, slots: Iterable[tuple[str, str]], at_ms: int, out: Deliveries) -> None:
+        """Tombstone the scores of these expired (node, uuid) slots, once while they stay
+        in their row, where the node's row now still holds the slot expired and no other
+        node holds the uuid (checked after the last await before the send: a sample may
+        have just brought the GPU back)."""
+        topic = self.scores.get_topic_name()
+        for node, uuid in slots:
+            if (node, uuid) in self.identity.tombstoned:
+                continue
+            key = uuid.encode()
+            partition = await self.partition_for(key, out)
+            if not self.identity.forgettable(self.node_state(node), uuid, at_ms):
+                continue
+            await out.send(topic, key, None, partition=partition)
+            self.identity.tombstoned.add((node, uuid))
+            self.announced_stale.discard(uuid)
+            self.metrics.gpus_forgotten.inc()
+            log.info("GPU %s of node %s silent past its expiry: tombstoned", uuid, node)
+
+    async def partition_for(self, key: bytes, out: Deliveries) -> int:
+        """The scores topic's partition of a GPU's key (the producer's partitioner, once
+        per GPU)."""
+        partition = self.score_partition.get(key)
+        if partition is None:
+            topic = self.scores.get_topic_name()
+            partition = self.score_partition[key] = await out.partition_of(topic, key)
+        return partition
+
+    async def reindex(self) -> None:
+        """Index the bindings of every row of the table (a recovery just rebuilt it)."""
+        self.identity.reindex(
+            state for node in list(self.windows.data.keys()) if (state := self.node_state(node))
+        )
 
     async def publish_all(
         self, scores: Iterable[tuple[str, ScoreResult, Labelled]], out: Deliveries
@@ -117,9 +185,7 @@ class ScoringAgents:
                 self.unknown_models.add(window.model)
                 log.warning("unknown GPU model %r: assuming the default speed", window.model)
             key = uuid.encode()
-            partition = self.score_partition.get(key)
-            if partition is None:  # the producer's partitioner, once per GPU
-                partition = self.score_partition[key] = await out.partition_of(topic, key)
+            partition = await self.partition_for(key, out)
             records.append((partition, key, score_json(uuid, window, result), result.ts_ms))
         await out.publish_all(topic, records)
 
@@ -147,10 +213,14 @@ class ScoringAgents:
 
     async def announce_stale(self, at_ms: int, owned: set[int]) -> None:
         """Publish a stale score for every GPU of the ``owned`` partitions that went
-        quiet (once until it returns). Rows this worker wrote stay in the memory store
-        after a rebalance takes their partition away (it forgets only the rows it
-        recovered): those GPUs are another worker's now."""
+        quiet (once until it returns), and tombstone those that expired (once while in
+        their row; never announced stale again). A slot whose uuid another node holds
+        now is neither. Rows this worker wrote stay in the memory store after a
+        rebalance takes their partition away (it forgets only the rows it recovered):
+        those GPUs are another worker's now."""
+        self.identity.refresh(at_ms)
         out = Deliveries(self.scores.app.producer)
+        expired: set[tuple[str, str]] = set()
         for node in list(self.windows.data.keys()):
             partition = self.partition_of.get(node)  # None: recovered, so owned
             if partition is not None and partition not in owned:
@@ -158,10 +228,16 @@ class ScoringAgents:
             state = self.node_state(node)
             if state is None:
                 continue
+            gone = self.identity.expired(state, at_ms)
+            expired.update((node, uuid) for uuid in gone)
             node_allocations = self.allocations.get(node)
             for slot in overdue(state, at_ms, self.config):
                 uuid = state.uuids[slot]
-                if uuid in self.announced_stale:
+                if (
+                    uuid in self.announced_stale
+                    or uuid in gone
+                    or not self.identity.may_speak(node, uuid, at_ms)
+                ):
                     continue
                 window = state.window(slot)
                 since = load_since_ms(allocations_of(node_allocations, uuid), at_ms)
@@ -170,4 +246,6 @@ class ScoringAgents:
                 self.metrics.emitted.inc()
                 self.announced_stale.add(uuid)
                 self.metrics.stale_flips.inc()
+        await self.forget(sorted(expired), at_ms, out)
+        self.identity.tombstoned &= expired  # slots pruned, or back, or no longer owned
         await out.settle()

@@ -52,6 +52,7 @@ from fairlane_scorer.consumer import ScorerConsumer, install_transport
 from fairlane_scorer.delivery import Deliveries
 from fairlane_scorer.ended_placements import EndedPlacements
 from fairlane_scorer.held_progress import ProgressHold
+from fairlane_scorer.identity import NodeIdentity, PinnedBindings
 from fairlane_scorer.metrics import ScorerMetrics
 from fairlane_scorer.progress_agents import ProgressAgents
 from fairlane_scorer.settings import ScorerSettings
@@ -217,6 +218,13 @@ def _agents(app: faust.App, settings: ScorerSettings, metrics: ScorerMetrics) ->
         ),
         windows=table(WINDOWS_TABLE, value_type=bytes),
         allocations=table(ALLOCATIONS_TABLE),
+        identity=NodeIdentity(
+            settings.identity_config(),
+            metrics,
+            None
+            if settings.pinned_bindings_file is None
+            else PinnedBindings(settings.pinned_bindings_file),
+        ),
         speeds=speeds,
     )
 
@@ -284,6 +292,7 @@ def create_app(settings: ScorerSettings, metrics: ScorerMetrics | None = None) -
     metrics = metrics or ScorerMetrics.create()
     app = _faust_app(settings)
     agents = _agents(app, settings, metrics)
+    agents.windows.on_recover(agents.reindex)  # the bindings of the rows recovered
     metrics.assigned_partitions.set_function(
         lambda: sum(tp.topic == topics.NODE_SAMPLES for tp in app.assignor.assigned_actives())
     )

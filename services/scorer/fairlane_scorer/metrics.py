@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from fairlane_scorer.core.node_identity import REASONS as IDENTITY_REASONS
 from fairlane_scorer.core.progress import REASONS
 
 __all__ = ["ScorerMetrics"]
 
 _BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+def _by_reason(
+    name: str, documentation: str, reasons: Iterable[str], registry: CollectorRegistry
+) -> Counter:
+    """A counter by ``reason``, every reason shown (at 0 until it happens)."""
+    counter = Counter(name, documentation, ["reason"], registry=registry)
+    for reason in reasons:
+        counter.labels(reason)
+    return counter
 
 
 @dataclass(frozen=True)
@@ -41,19 +53,21 @@ class ScorerMetrics:
     speeds_published: Counter
     speeds_forgotten: Counter
     learner_time_ms: Gauge
+    refused: Counter  # node-sample records the identity checks dead-lettered, by reason
+    gpu_samples_quarantined: Counter
+    quarantined_gpus: Gauge
+    gpus_forgotten: Counter
 
     @classmethod
     def create(cls) -> ScorerMetrics:
         r = CollectorRegistry()
         c = Counter
-        rejected = c(
+        rejected = _by_reason(
             "fairlane_scorer_progress_rejected",
             "job-progress records dead-lettered, by reason",
-            ["reason"],
-            registry=r,
+            REASONS,
+            r,
         )
-        for reason in REASONS:  # every reason shows, at 0 until it happens
-            rejected.labels(reason)
         return cls(
             registry=r,
             records_in=c("fairlane_scorer_records_in", "node-sample records read", registry=r),
@@ -152,6 +166,28 @@ class ScorerMetrics:
             speeds_forgotten=c(
                 "fairlane_scorer_speeds_forgotten",
                 "learned speeds dropped and tombstoned: their GPU left the fleet",
+                registry=r,
+            ),
+            refused=_by_reason(
+                "fairlane_scorer_samples_refused",
+                "node-sample records dead-lettered by the identity checks (replay, rate: "
+                "whole; quarantine: the GPUs bound to another node removed), by reason",
+                IDENTITY_REASONS,
+                r,
+            ),
+            gpu_samples_quarantined=c(
+                "fairlane_scorer_gpu_samples_quarantined",
+                "GPU samples removed before scoring: their uuid is bound to another node",
+                registry=r,
+            ),
+            quarantined_gpus=Gauge(
+                "fairlane_scorer_quarantined_gpus",
+                "GPU uuids another node than their own claimed within gpu_expire_after_s",
+                registry=r,
+            ),
+            gpus_forgotten=c(
+                "fairlane_scorer_gpus_forgotten",
+                "GPUs tombstoned on the scores topic: silent for gpu_expire_after_s",
                 registry=r,
             ),
         )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from fairlane_runtime.settings import ServiceSettings
+from fairlane_scorer.core.bindings import IdentityConfig
 from fairlane_scorer.core.holding import HoldConfig
 from fairlane_scorer.core.speed_book import PublishConfig
 from fairlane_scoring.class_reference import ReferenceConfig
@@ -44,6 +45,30 @@ class ScorerSettings(ServiceSettings):
         description="bytes of records per partition in one produce request",
     )
     stale_check_s: float = Field(5.0, gt=0, description="how often the staleness timer scans")
+    # A node speaks only for its own GPUs (docs/scoring.md, "Identity checks").
+    replay_tolerance_s: float = Field(
+        300.0,
+        ge=0,
+        description="a node's record older than its newest by more than this is a replay "
+        "(dead-lettered); within it, a redelivery (ignored and counted per GPU)",
+    )
+    sample_min_spacing_s: float = Field(
+        1.0,
+        ge=0,
+        description="a node's record closer than this (sample time) to its newest is "
+        "dead-lettered: a GPU keeps at most history_s / this rows",
+    )
+    gpu_expire_after_s: float = Field(
+        1800.0,
+        gt=0,
+        description="a node's GPU silent this long (wall clock) is unbound from it and "
+        "tombstoned on fairlane.gpu-scores.v1",
+    )
+    pinned_bindings_file: Path | None = Field(
+        None,
+        description="an operator's JSON object of GPU uuid -> node, winning over the "
+        "node that reported the uuid first; re-read when its mtime changes",
+    )
     # aiokafka's next fetch leaves out the partitions still buffered, so while a batch is
     # scored it asks only for partitions without records, and the broker holds it this
     # long before any new input is read (Faust fixes 1,500 ms; docs/scoring.md,
@@ -116,6 +141,21 @@ class ScorerSettings(ServiceSettings):
     progress_hold_total: int = Field(
         10_000, ge=1, description="progress records held in one partition at most"
     )
+
+    @model_validator(mode="after")
+    def _identity_limits_fit(self) -> ScorerSettings:
+        if self.sample_min_spacing_s > self.interval_s:
+            raise ValueError("sample_min_spacing_s must not exceed interval_s")
+        if self.gpu_expire_after_s <= self.interval_s * self.stale_after_intervals:
+            raise ValueError("gpu_expire_after_s must exceed stale_after (a GPU goes stale first)")
+        return self
+
+    def identity_config(self) -> IdentityConfig:
+        return IdentityConfig(
+            replay_tolerance_s=self.replay_tolerance_s,
+            sample_min_spacing_s=self.sample_min_spacing_s,
+            gpu_expire_after_s=self.gpu_expire_after_s,
+        )
 
     def hold_config(self) -> HoldConfig:
         return HoldConfig(
