@@ -49,6 +49,7 @@ from fairlane_runtime.kafka_security import KafkaSecurity
 from fairlane_scorer.agents import ScoringAgents, now_ms
 from fairlane_scorer.batches import Batches, BatchHandler, one_by_one
 from fairlane_scorer.consumer import ScorerConsumer, install_transport
+from fairlane_scorer.core.rate_limit import RateLimiter
 from fairlane_scorer.delivery import Deliveries
 from fairlane_scorer.ended_placements import EndedPlacements
 from fairlane_scorer.held_progress import ProgressHold
@@ -194,6 +195,7 @@ def _agents(app: faust.App, settings: ScorerSettings, metrics: ScorerMetrics) ->
             ended=EndedPlacements(
                 settings.progress_hold_s, table(PLACEMENT_ENDED_TABLE, value_type=bytes)
             ),
+            limiter=RateLimiter(settings.rate_config()),
         )
         speeds = SpeedAgents(
             learner=settings.learner_config(),

@@ -9,7 +9,9 @@ whole picture and stage 3, the learner).
    the progress records held for a placement that arrives.
 2. **Progress** (``fairlane.job-progress.v1``, key = placement id, as many partitions:
    the same worker owns a record's placement row): :meth:`ProgressAgents.on_progress`
-   decodes it, joins its ranks with the row (a rank on a GPU the placement does not hold
+   decodes it, dead-letters it beyond its placement's rate in event time
+   (:mod:`fairlane_scorer.core.rate_limit`: a flood reaches neither the hold nor the
+   learner), joins its ranks with the row (a rank on a GPU the placement does not hold
    is dead-lettered and counted by reason) and sends what passes to the learner's
    single-partition input topic; a record whose placement has not arrived is held
    (:mod:`fairlane_scorer.held_progress`).
@@ -28,12 +30,14 @@ from fairlane_events.records import JobProgress, PlacementEvent
 from fairlane_events.topics import JOB_PROGRESS
 from fairlane_scorer.core.holding import HeldRecord, Released
 from fairlane_scorer.core.progress import (
+    RATE_LIMITED,
     UNKNOWN_PLACEMENT,
     ProgressRejection,
     decode_progress,
     join_progress,
     placement_change,
 )
+from fairlane_scorer.core.rate_limit import RateLimiter
 from fairlane_scorer.core.speed_input import encode_progress
 from fairlane_scorer.delivery import Deliveries
 from fairlane_scorer.ended_placements import EndedPlacements
@@ -71,6 +75,7 @@ class ProgressAgents:
     # as recovered)
     hold: ProgressHold  # progress records waiting for their placement
     ended: EndedPlacements  # placements that ended, kept for their last reports
+    limiter: RateLimiter  # each placement's records per second of event time
 
     def __post_init__(self) -> None:
         self.metrics.progress_holding.set_function(self.hold.count)
@@ -128,6 +133,10 @@ class ProgressAgents:
         if isinstance(decoded, ProgressRejection):
             await self._reject(message, decoded, out)
             return
+        # A record stamped ahead of the scorer's clock counts as now: no buying tokens.
+        if not self.limiter.admit(decoded.placement_id, min(decoded.ts_ms, at_ms)):
+            await self._reject(message, self._over_rate(decoded.placement_id), out)
+            return
         await self._join(message, decoded, self.placement(decoded.placement_id), out, at_ms)
         await self._drop(await self.hold.expire(message.partition, out), out)
 
@@ -164,6 +173,14 @@ class ProgressAgents:
             partition=LEARNER_PARTITION,
         )
         self.metrics.progress_accepted.inc()
+
+    def _over_rate(self, pid: str) -> ProgressRejection:
+        config = self.limiter.config
+        return ProgressRejection(
+            RATE_LIMITED,
+            f"placement {pid!r} is over {config.rate_per_s:g} records per second of event "
+            f"time (burst {config.burst})",
+        )
 
     async def _drop(self, released: list[Released], out: Deliveries) -> None:
         for r in released:

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from fairlane_runtime.settings import ServiceSettings
 from fairlane_scorer.core.bindings import IdentityConfig
 from fairlane_scorer.core.holding import HoldConfig
+from fairlane_scorer.core.rate_limit import RateConfig
 from fairlane_scorer.core.speed_book import PublishConfig
 from fairlane_scoring.class_reference import ReferenceConfig
 from fairlane_scoring.config import ScoreConfig
@@ -141,6 +142,19 @@ class ScorerSettings(ServiceSettings):
     progress_hold_total: int = Field(
         10_000, ge=1, description="progress records held in one partition at most"
     )
+    progress_rate_per_s: float = Field(
+        20.0,
+        gt=0,
+        description="job-progress records one placement may send per second of event time "
+        "(their ts_ms) beyond its burst; more are dead-lettered as rate_limited. A launcher "
+        "sends one per host per --window-s (60 s): 20/s is 1,024 hosts at 60 s",
+    )
+    progress_burst: int = Field(
+        2048,
+        ge=1,
+        description="job-progress records one placement may send at once: every host of "
+        "a 1,024-node placement closing its window and its last, partial one together",
+    )
 
     @model_validator(mode="after")
     def _identity_limits_fit(self) -> ScorerSettings:
@@ -156,6 +170,9 @@ class ScorerSettings(ServiceSettings):
             sample_min_spacing_s=self.sample_min_spacing_s,
             gpu_expire_after_s=self.gpu_expire_after_s,
         )
+
+    def rate_config(self) -> RateConfig:
+        return RateConfig(rate_per_s=self.progress_rate_per_s, burst=self.progress_burst)
 
     def hold_config(self) -> HoldConfig:
         return HoldConfig(

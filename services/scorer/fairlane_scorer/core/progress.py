@@ -27,6 +27,7 @@ __all__ = [
     "HOLD_FULL",
     "INVALID",
     "MAX_AHEAD_MS",
+    "RATE_LIMITED",
     "REASONS",
     "UNKNOWN_PLACEMENT",
     "WRONG_KEY",
@@ -46,7 +47,8 @@ UNKNOWN_PLACEMENT = "unknown_placement"  # its placement did not arrive while it
 FOREIGN_GPU = "foreign_gpu"  # a rank names a GPU its placement does not hold
 FUTURE = "future"  # its window ends too far ahead of the scorer's clock
 HOLD_FULL = "hold_full"  # held for its placement, and pushed out by newer ones
-REASONS = (INVALID, WRONG_KEY, UNKNOWN_PLACEMENT, FOREIGN_GPU, FUTURE, HOLD_FULL)
+RATE_LIMITED = "rate_limited"  # over its placement's rate (core.rate_limit)
+REASONS = (INVALID, WRONG_KEY, UNKNOWN_PLACEMENT, FOREIGN_GPU, FUTURE, HOLD_FULL, RATE_LIMITED)
 
 #: How far a report's ``ts_ms`` may run ahead of the scorer's clock. The learner takes a
 #: report not newer than a GPU's last one for a replay, so one stamped a year ahead would
