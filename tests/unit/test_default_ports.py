@@ -11,6 +11,7 @@ from pydantic import SecretStr
 from fairlane_agent.settings import AgentSettings
 from fairlane_scheduler.settings import SchedulerSettings
 from fairlane_scorer.settings import ScorerSettings
+from tests.node_keys import TEST_KEY_RING
 
 ROOT = Path(__file__).resolve().parents[2]
 EPHEMERAL_FIRST = 32768
@@ -50,7 +51,7 @@ def test_service_and_test_server_defaults_are_not_ephemeral() -> None:
     defaults = {
         "scheduler": scheduler.port,
         "scheduler database": database_port,
-        "scorer": ScorerSettings().web_port,
+        "scorer": ScorerSettings(sample_key_ring_file=TEST_KEY_RING).web_port,
         "agent": AgentSettings().metrics_port,
     }
     assert all(p < EPHEMERAL_FIRST for p in defaults.values()), defaults

@@ -29,6 +29,7 @@ from fairlane_scheduler.adapters.scores import ScoresFollower
 from fairlane_scheduler.core.fleet import FleetView, StabilityPolicy
 from fairlane_scorer.app import _faust_app, faust_credentials
 from fairlane_scorer.settings import ScorerSettings
+from tests.node_keys import TEST_KEY_RING
 from tests.tls import self_signed
 
 PASSWORD = "hunter2-very-secret"
@@ -291,6 +292,7 @@ def test_the_scorers_faust_app_gets_the_block(
         kafka_sasl_password_file=secret,
         kafka_ssl_cafile=cert,
         data_dir=tmp_path,
+        sample_key_ring_file=TEST_KEY_RING,
     )
     app = _faust_app(settings)
     auth = dict(credentials_to_aiokafka_auth(app.conf.broker_credentials, app.conf.ssl_context))

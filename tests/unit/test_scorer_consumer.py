@@ -15,6 +15,7 @@ from fairlane_scorer.app import create_app
 from fairlane_scorer.consumer import ScorerConsumer
 from fairlane_scorer.intake import Intake
 from fairlane_scorer.settings import ScorerSettings
+from tests.node_keys import TEST_KEY_RING
 
 TP6 = TP(NODE_SAMPLES, 6)
 
@@ -24,7 +25,9 @@ def message(offset: int) -> Message:
 
 
 def scorer_consumer(tmp_path: Path) -> ScorerConsumer:
-    app = create_app(ScorerSettings(app_id="scorer-t", data_dir=tmp_path))
+    app = create_app(
+        ScorerSettings(app_id="scorer-t", data_dir=tmp_path, sample_key_ring_file=TEST_KEY_RING)
+    )
     assert isinstance(app.consumer, ScorerConsumer)
     app.consumer.ledger.reset(TP6, 219)  # as seek_to_committed does after an assignment
     return app.consumer
@@ -211,6 +214,7 @@ async def test_the_worker_talks_to_the_broker_in_its_own_sizes(tmp_path: Path) -
     settings = ScorerSettings(
         app_id="scorer-t",
         data_dir=tmp_path,
+        sample_key_ring_file=TEST_KEY_RING,
         fetch_max_wait_ms=70,
         fetch_min_bytes=9_000,
         producer_batch_bytes=300_000,
