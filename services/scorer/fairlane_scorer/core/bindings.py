@@ -29,6 +29,7 @@ __all__ = [
     "Quarantined",
     "expired_slots",
     "expires_before_ms",
+    "speaks_for",
 ]
 
 
@@ -66,6 +67,11 @@ def expired_slots(state: NodeState, now_ms: int, config: IdentityConfig) -> list
     """The node's GPUs (slots) that have expired at ``now_ms``."""
     late = state.last_ts_ms() < expires_before_ms(now_ms, config)
     return np.flatnonzero(late).tolist()  # type: ignore[no-any-return]
+
+
+def speaks_for(node: str, bound: str | None) -> bool:
+    """Whether ``node`` may speak for a uuid ``bound`` to that node (None: nobody)."""
+    return bound is None or bound == node
 
 
 class Bindings:
@@ -111,9 +117,11 @@ class Bindings:
         pinned = self.pins.get(uuid)
         if pinned is not None:
             return pinned
-        holders = self._holders.get(uuid, {})
+        holders: Mapping[str, float] | None = self._holders.get(uuid)
         if claims:
-            holders = {**holders, **claims}
+            holders = {**holders, **claims} if holders else claims
+        if not holders:
+            return None
         after = expires_before_ms(now_ms, config)
         live = [(-ts, node) for node, ts in holders.items() if ts >= after]
         return min(live)[1] if live else None
@@ -127,8 +135,7 @@ class Bindings:
         claims: Mapping[str, float] | None = None,
     ) -> bool:
         """Whether ``node`` may speak for ``uuid``: it is bound to ``node`` or nobody."""
-        bound = self.bound_node(uuid, now_ms, config, claims)
-        return bound is None or bound == node
+        return speaks_for(node, self.bound_node(uuid, now_ms, config, claims))
 
 
 class Quarantined:

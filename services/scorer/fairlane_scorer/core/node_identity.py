@@ -34,11 +34,7 @@ from typing import Literal
 import msgspec
 
 from fairlane_events.fast_samples import AnyGpuSample, AnyNodeSample, FastNodeSample
-from fairlane_scorer.core.bindings import (
-    Bindings,
-    IdentityConfig,
-    expired_slots,
-)
+from fairlane_scorer.core.bindings import Bindings, IdentityConfig, expired_slots, speaks_for
 from fairlane_scorer.core.node_state import NodeState
 
 __all__ = ["REASONS", "CheckedBatch", "Reason", "Refusal", "check_batch", "prunable_slots"]
@@ -104,7 +100,8 @@ def _with_gpus(sample: AnyNodeSample, gpus: list[AnyGpuSample]) -> AnyNodeSample
 @dataclass
 class _Seen:
     """What the batch accepted so far: per node its newest sample, per (node, uuid) its
-    last, per uuid the nodes that sampled it (claims over the rows' holders)."""
+    last, per uuid bound to nobody in the rows the node that claimed it (over the rows'
+    holders)."""
 
     newest: dict[str, float] = field(default_factory=dict)
     last: dict[tuple[str, str], float] = field(default_factory=dict)
@@ -125,7 +122,9 @@ def check_batch(
     for position, sample in enumerate(samples):
         node, ts = sample.node, sample.ts_ms
         row = rows.get(node)
-        newest = seen.newest.get(node, _newest(row))
+        newest = seen.newest.get(node)
+        if newest is None:
+            newest = _newest(row)
         refusal = _out_of_order(sample, newest, config)
         if refusal is not None:
             out.refused.append(Refusal(position, refusal.reason, refusal.error))
@@ -135,22 +134,26 @@ def check_batch(
         reason: Reason = "rate"
         for gpu in sample.gpus:
             uuid = gpu.uuid
-            claims = seen.claims.get(uuid)
-            if not bindings.may_speak(node, uuid, now_ms, config, claims):
-                bound = bindings.bound_node(uuid, now_ms, config, claims)
+            bound = bindings.bound_node(uuid, now_ms, config, seen.claims.get(uuid))
+            if not speaks_for(node, bound):
                 errors.append(f"quarantine: GPU {uuid} is bound to node {bound!r}")
                 out.quarantined.append((uuid, node))
                 reason = "quarantine"
                 continue
-            last = seen.last.get((node, uuid), _last(row, uuid))
-            if ts <= newest and last < ts < last + spacing_ms:
-                errors.append(
-                    f"rate: GPU {uuid}'s sample at {ts} ms is {ts - last:.0f} ms after its last"
-                )
-                continue
+            if ts <= newest:  # a redelivery: its GPUs' own spacing
+                last = seen.last.get((node, uuid))
+                last = _last(row, uuid) if last is None else last
+                if last < ts < last + spacing_ms:
+                    errors.append(
+                        f"rate: GPU {uuid}'s sample at {ts} ms is {ts - last:.0f} ms after its last"
+                    )
+                    continue
+                seen.last[node, uuid] = max(last, ts)
+            else:  # newer than every GPU of the node
+                seen.last[node, uuid] = ts
             kept.append(gpu)
-            seen.last[node, uuid] = max(last, ts)
-            seen.claims.setdefault(uuid, {})[node] = max(last, ts)
+            if bound is None:  # the node binds it now: later records of the batch see it
+                seen.claims[uuid] = {node: ts}
         if errors:
             out.refused.append(Refusal(position, reason, "; ".join(errors)))
         if kept:
