@@ -39,7 +39,7 @@ import httpx
 import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from bench.scorer_load import latencies, payloads
+from bench.scorer_load import KEY_RING, latencies, payloads, signed
 from fairlane_events.codec import encode
 from fairlane_events.records import GpuSample, NodeSample
 from fairlane_events.topics import GPU_SCORES, NODE_SAMPLES, STREAM_PARTITIONS
@@ -112,7 +112,8 @@ async def produce(bootstrap: str, records: list[NodeSample]) -> None:
     await producer.start()
     try:
         for r in records:
-            await producer.send(NODE_SAMPLES, encode(r), key=r.node.encode())
+            key, value = r.node.encode(), encode(r)
+            await producer.send(NODE_SAMPLES, value, key=key, headers=signed(key, value))
         await producer.flush()
     finally:
         await producer.stop()
@@ -145,8 +146,10 @@ def cpu_s(pid: int) -> float:
 def scorer(
     bootstrap: str, app_id: str, port: int, tmp: Path, profile: Path | None
 ) -> Iterator[tuple[str, int]]:
+    (tmp / "key-ring").write_text(KEY_RING)
     env = {
         **os.environ,
+        "FAIRLANE_SAMPLE_KEY_RING_FILE": str(tmp / "key-ring"),
         "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
         "FAIRLANE_APP_ID": app_id,
         "FAIRLANE_WEB_PORT": str(port),

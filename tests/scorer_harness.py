@@ -37,11 +37,12 @@ from fairlane_events.topics import (
     STREAM_PARTITIONS,
 )
 from tests.factories import gpu_sample, gpu_score
+from tests.node_keys import SIGNING_ENV, signed
 from tests.processes import free_port, service, wait_for_http
 from tests.scheduler_harness import publish
 
 #: Test settings: every score change is published, the staleness scan runs every second.
-SCORER_ENV = {"FAIRLANE_EMIT_EPSILON": "0", "FAIRLANE_STALE_CHECK_S": "1"}
+SCORER_ENV = {"FAIRLANE_EMIT_EPSILON": "0", "FAIRLANE_STALE_CHECK_S": "1", **SIGNING_ENV}
 
 
 @dataclass
@@ -112,7 +113,12 @@ async def produce_samples(bootstrap: str, samples: Sequence[NodeSample]) -> list
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
     await producer.start()
     try:
-        sent = [await producer.send(NODE_SAMPLES, encode(s), key=s.node.encode()) for s in samples]
+        sent = []
+        for s in samples:
+            key, value = s.node.encode(), encode(s)
+            sent.append(
+                await producer.send(NODE_SAMPLES, value, key=key, headers=signed(key, value))
+            )
         await producer.flush()
         return [(meta.partition, meta.offset) for meta in [await f for f in sent]]
     finally:

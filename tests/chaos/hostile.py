@@ -22,6 +22,7 @@ from fairlane_events.topics import DEAD_LETTER, GPU_SCORES, NODE_SAMPLES, PLACEM
 from tests.chaos.audit import read_topic, scrape, wait_until
 from tests.chaos.context import Context
 from tests.chaos.report import Row
+from tests.node_keys import signed
 
 __all__ = ["hostile_input"]
 
@@ -139,11 +140,22 @@ def _bad_scores() -> list[Bad]:
     return [(b"GPU-hostile-0", v) for v in values if v is not None]
 
 
+def _headers(topic: str, key: bytes | None, value: bytes | None) -> list[tuple[str, bytes]] | None:
+    if topic != NODE_SAMPLES or key is None or value is None:
+        return None
+    return signed(key, value)
+
+
 async def _produce(bootstrap: str, topic: str, records: list[Bad]) -> set[tuple[int, int]]:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, max_request_size=2_000_000)
     await producer.start()
     try:
-        sent = [await producer.send_and_wait(topic, value=v, key=k) for k, v in records]
+        # Node samples go signed, as a node's agent would sign them: the decoder is the
+        # target here (tests/integration/test_scorer_signatures.py: unsigned ones).
+        sent = [
+            await producer.send_and_wait(topic, value=v, key=k, headers=_headers(topic, k, v))
+            for k, v in records
+        ]
     finally:
         await producer.stop()
     return {(m.partition, m.offset) for m in sent}

@@ -19,6 +19,7 @@ from fairlane_events.topics import NODE_SAMPLES, TopicSpec
 from fairlane_runtime.kafka import ensure_topics
 from fairlane_scorer.app import placements_by_node_topic
 from tests.factories import gpu_sample, single_gpu_placement
+from tests.node_keys import SIGNING_ENV, signed
 from tests.scorer_harness import (
     Scorer,
     dead_letters_from,
@@ -94,7 +95,9 @@ async def test_hostile_records_are_dead_lettered_and_good_ones_still_score(
     try:
         origins = set()
         for key, value in corpus:
-            meta = await producer.send_and_wait(NODE_SAMPLES, value, key=key)
+            # signed by the node: the decoder, not the signature check, must refuse these
+            headers = None if key is None else signed(key, value)
+            meta = await producer.send_and_wait(NODE_SAMPLES, value, key=key, headers=headers)
             origins.add((meta.partition, meta.offset))
     finally:
         await producer.stop()
@@ -208,6 +211,7 @@ async def test_worker_refuses_to_start_when_its_topic_has_other_partitions(
     await ensure_topics(kafka_bootstrap, [TopicSpec(placements_by_node_topic(app_id), 3)])
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "FAIRLANE_APP_ID": app_id}
     env["FAIRLANE_DATA_DIR"] = str(tmp_path)
+    env.update(SIGNING_ENV)
     done = subprocess.run(
         [sys.executable, "-m", "fairlane_scorer"],
         env=env,

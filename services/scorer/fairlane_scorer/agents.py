@@ -28,6 +28,7 @@ from faust.types import Message
 
 from fairlane_events.codec import DecodeError, decode
 from fairlane_events.records import PlacementEvent
+from fairlane_events.signing import SignatureError
 from fairlane_scorer.core.allocations import allocations_of, apply_placement
 from fairlane_scorer.core.node_identity import CheckedBatch
 from fairlane_scorer.core.node_rows import decode_node, encode_node
@@ -39,6 +40,7 @@ from fairlane_scorer.delivery import Deliveries
 from fairlane_scorer.identity import NodeIdentity
 from fairlane_scorer.metrics import ScorerMetrics
 from fairlane_scorer.rejects import dead_letter
+from fairlane_scorer.sample_signatures import SignatureCheck
 from fairlane_scorer.speed_agents import SpeedAgents
 from fairlane_scoring.allocation import load_since_ms
 from fairlane_scoring.config import ScoreConfig
@@ -73,6 +75,7 @@ class ScoringAgents:
     score_partition: dict[bytes, int] = field(default_factory=dict)  # GPU uuid -> its
     # partition of the scores topic (the key's hash; the topic's partitions never change)
     speeds: SpeedAgents | None = None  # the speed learner's agents, when it runs
+    signatures: SignatureCheck | None = None  # None: samples are taken unsigned
 
     def node_state(self, node: str) -> NodeState | None:
         stored = self.windows.data.get(node)
@@ -86,9 +89,26 @@ class ScoringAgents:
         await dead_letter(out, self.dead_letters, msg, error)
         self.metrics.dead_lettered.inc()
 
+    async def verified(self, messages: list[Message], out: Deliveries) -> list[Message]:
+        """The records signed by their node's key; the others dead-lettered with the
+        reason and counted, before anything reads them."""
+        if self.signatures is None:
+            return messages
+        passed = []
+        for message in messages:
+            try:
+                self.signatures.verify(message)
+            except SignatureError as exc:
+                self.metrics.unverified.labels(exc.reason).inc()
+                await self.reject(message, str(exc), out)
+                continue
+            passed.append(message)
+        return passed
+
     async def on_samples(self, messages: list[Message], out: Deliveries) -> None:
-        """Decode, validate and score a batch of node-sample records together."""
+        """Verify, decode, validate and score a batch of node-sample records together."""
         self.metrics.records_in.inc(len(messages))
+        messages = await self.verified(messages, out)
         samples, rejected = decode_batch([(m.key, m.value) for m in messages])
         for r in rejected:
             await self.reject(messages[r.position], r.error, out)

@@ -56,6 +56,7 @@ from fairlane_scorer.held_progress import ProgressHold
 from fairlane_scorer.identity import NodeIdentity, PinnedBindings
 from fairlane_scorer.metrics import ScorerMetrics
 from fairlane_scorer.progress_agents import ProgressAgents
+from fairlane_scorer.sample_signatures import SignatureCheck
 from fairlane_scorer.settings import ScorerSettings
 from fairlane_scorer.speed_agents import SpeedAgents
 
@@ -228,6 +229,11 @@ def _agents(app: faust.App, settings: ScorerSettings, metrics: ScorerMetrics) ->
             else PinnedBindings(settings.pinned_bindings_file),
         ),
         speeds=speeds,
+        signatures=(
+            None
+            if settings.sample_key_ring_file is None
+            else SignatureCheck(settings.sample_key_ring_file)
+        ),
     )
 
 
@@ -343,6 +349,8 @@ def create_app(settings: ScorerSettings, metrics: ScorerMetrics | None = None) -
         await in_batches(stream, agents.by_node, one_by_one(agents.on_node_placement))
 
     async def announce_stale() -> None:
+        if agents.signatures is not None:
+            agents.signatures.refresh()
         if app.rebalancing:  # the recovery may not have rebuilt the table yet
             return
         owned = {

@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from fairlane_scorer.core.node_identity import REASONS as IDENTITY_REASONS
 from fairlane_scorer.core.progress import REASONS
+from fairlane_scorer.sample_signatures import REASONS as SIGNATURE_REASONS
 
 __all__ = ["ScorerMetrics"]
 
@@ -30,6 +31,7 @@ def _by_reason(
 class ScorerMetrics:
     registry: CollectorRegistry
     records_in: Counter
+    unverified: Counter  # by reason
     dead_lettered: Counter
     duplicates: Counter
     scored: Counter
@@ -68,9 +70,18 @@ class ScorerMetrics:
             REASONS,
             r,
         )
+        unverified = c(
+            "fairlane_scorer_samples_unverified",
+            "node-sample records dead-lettered before reading: not signed by their node's key",
+            ["reason"],
+            registry=r,
+        )
+        for reason in SIGNATURE_REASONS:
+            unverified.labels(reason)
         return cls(
             registry=r,
             records_in=c("fairlane_scorer_records_in", "node-sample records read", registry=r),
+            unverified=unverified,
             dead_lettered=c(
                 "fairlane_scorer_dead_lettered", "records sent to the dead-letter topic", registry=r
             ),

@@ -20,6 +20,16 @@ __all__ = ["ScorerSettings"]
 
 class ScorerSettings(ServiceSettings):
     app_id: str = Field("fairlane-scorer", description="Faust app id = consumer group")
+    sample_key_ring_file: Path | None = Field(
+        None,
+        description="the cluster key ring ('<key id> <secret>' lines; docs/security.md): "
+        "a node sample not signed by its node's key is dead-lettered; re-read when changed",
+    )
+    accept_unsigned_samples: bool = Field(
+        False,
+        description="without a key ring, score samples whoever sent them: anyone who can "
+        "write fairlane.node-samples.v1 then speaks for every GPU (a development stack only)",
+    )
     web_port: int = Field(6067, ge=1, le=65535, description="/metrics and /healthz port")
     web_bind: str = "127.0.0.1"
     data_dir: Path = Field(Path("fairlane-scorer-data"), description="Faust table storage")
@@ -155,6 +165,15 @@ class ScorerSettings(ServiceSettings):
         description="job-progress records one placement may send at once: every host of "
         "a 1,024-node placement closing its window and its last, partial one together",
     )
+
+    @model_validator(mode="after")
+    def _node_identity_decided(self) -> ScorerSettings:
+        if self.sample_key_ring_file is None and not self.accept_unsigned_samples:
+            raise ValueError(
+                "set sample_key_ring_file (FAIRLANE_SAMPLE_KEY_RING_FILE), or "
+                "FAIRLANE_ACCEPT_UNSIGNED_SAMPLES=true to score unsigned samples"
+            )
+        return self
 
     @model_validator(mode="after")
     def _identity_limits_fit(self) -> ScorerSettings:
