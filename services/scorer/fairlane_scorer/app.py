@@ -53,7 +53,7 @@ from fairlane_scorer.core.rate_limit import RateLimiter
 from fairlane_scorer.delivery import Deliveries
 from fairlane_scorer.ended_placements import EndedPlacements
 from fairlane_scorer.held_progress import ProgressHold
-from fairlane_scorer.identity import NodeIdentity, PinnedBindings
+from fairlane_scorer.identity import NodeIdentity, pinned_bindings
 from fairlane_scorer.metrics import ScorerMetrics
 from fairlane_scorer.progress_agents import ProgressAgents
 from fairlane_scorer.sample_signatures import SignatureCheck
@@ -226,7 +226,7 @@ def _agents(app: faust.App, settings: ScorerSettings, metrics: ScorerMetrics) ->
             metrics,
             None
             if settings.pinned_bindings_file is None
-            else PinnedBindings(settings.pinned_bindings_file),
+            else pinned_bindings(settings.pinned_bindings_file),
         ),
         speeds=speeds,
         signatures=(

@@ -3,14 +3,13 @@
 :class:`NodeIdentity` holds what the pure checks (:mod:`fairlane_scorer.core.node_identity`,
 :mod:`fairlane_scorer.core.bindings`) need across batches: the bindings index of the
 worker's rows, the quarantined uuids, the expired slots already tombstoned, and the
-operator's pinned bindings (:class:`PinnedBindings`, a file re-read when it changes).
+operator's pinned bindings (:func:`pinned_bindings`, a file re-read when it changes).
 It counts what the checks refuse; :class:`~fairlane_scorer.agents.ScoringAgents` does
 the dead-lettering and the tombstones.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import orjson
 
 from fairlane_events.fast_samples import AnyNodeSample
+from fairlane_runtime.reloaded_file import ReloadedFile
 from fairlane_scorer.core.bindings import (
     Bindings,
     IdentityConfig,
@@ -29,59 +29,34 @@ from fairlane_scorer.core.node_identity import CheckedBatch, check_batch, prunab
 from fairlane_scorer.core.node_state import NodeState, keep_slots
 from fairlane_scorer.metrics import ScorerMetrics
 
-__all__ = ["NodeIdentity", "PinnedBindings", "parse_pins"]
-
-log = logging.getLogger("fairlane.scorer")
+__all__ = ["NodeIdentity", "parse_pins", "pinned_bindings"]
 
 
-def parse_pins(data: bytes) -> dict[str, str]:
-    """A pinned-bindings file: one JSON object of GPU uuid -> node name."""
-    pins = orjson.loads(data)
+def parse_pins(text: str, where: str = "pinned bindings") -> dict[str, str]:
+    """A pinned-bindings file: one JSON object of GPU uuid -> node name (ValueError
+    naming ``where`` otherwise)."""
+    try:
+        pins = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"{where}: not JSON ({exc})") from exc
     if not isinstance(pins, dict) or not all(
         isinstance(node, str) and node for node in pins.values()
     ):
-        raise ValueError("not a JSON object of GPU uuid -> node name")
+        raise ValueError(f"{where}: not a JSON object of GPU uuid -> node name")
     return pins
 
 
-class PinnedBindings:
-    """The operator's re-bindings (uuid -> node), which win over the first reporter.
-    The file is re-read when its mtime changes; one that cannot be read or parsed keeps
-    the pins read before, with a warning."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.pins: Mapping[str, str] = {}
-        self._mtime_ns: int | None = None  # -1: missing
-
-    def current(self) -> Mapping[str, str]:
-        try:
-            mtime_ns = self.path.stat().st_mtime_ns
-        except OSError as exc:
-            if self._mtime_ns != -1:
-                log.warning(
-                    "pinned bindings %s: %s; keeping %d pins", self.path, exc, len(self.pins)
-                )
-                self._mtime_ns = -1
-            return self.pins
-        if mtime_ns != self._mtime_ns:
-            self._mtime_ns = mtime_ns
-            try:
-                self.pins = parse_pins(self.path.read_bytes())
-            except (OSError, ValueError) as exc:  # orjson.JSONDecodeError is a ValueError
-                log.warning(
-                    "pinned bindings %s: %s; keeping %d pins", self.path, exc, len(self.pins)
-                )
-            else:
-                log.info("pinned bindings: %d GPUs from %s", len(self.pins), self.path)
-        return self.pins
+def pinned_bindings(path: Path) -> ReloadedFile[Mapping[str, str]]:
+    """The operator's re-bindings (uuid -> node), which win over the first reporter,
+    from a file re-read when it changes (none until it parses)."""
+    return ReloadedFile(path, parse_pins, {}, "pinned bindings")
 
 
 @dataclass
 class NodeIdentity:
     config: IdentityConfig
     metrics: ScorerMetrics
-    pinned: PinnedBindings | None = None
+    pinned: ReloadedFile[Mapping[str, str]] | None = None
     bindings: Bindings = field(default_factory=Bindings)
     quarantined: Quarantined = field(default_factory=Quarantined)
     #: Expired (node, uuid) slots tombstoned already, while they stay in their row; lost
