@@ -42,7 +42,16 @@ from tests.processes import free_port, service, wait_for_http
 from tests.scheduler_harness import publish
 
 #: Test settings: every score change is published, the staleness scan runs every second.
-SCORER_ENV = {"FAIRLANE_EMIT_EPSILON": "0", "FAIRLANE_STALE_CHECK_S": "1", **SIGNING_ENV}
+#: The tests' streams run event time ahead of the wall clock on purpose, so that their
+#: GPUs never go stale mid-test: up to ~18 minutes (test_scorer_stream: 35 rounds of
+#: 30 s); the scorer's bound on samples from the future (120 s) would refuse them. A
+#: test of that bound sets its own (tests/integration/test_scorer_identity.py).
+SCORER_ENV = {
+    "FAIRLANE_EMIT_EPSILON": "0",
+    "FAIRLANE_STALE_CHECK_S": "1",
+    "FAIRLANE_MAX_FUTURE_SKEW_S": "3600",
+    **SIGNING_ENV,
+}
 
 
 @dataclass

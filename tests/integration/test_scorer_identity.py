@@ -1,5 +1,6 @@
 """A node speaks only for its own GPUs (issue 35), on real Kafka: replays, GPU uuids
-claimed by a second node, floods and GPUs that stopped reporting."""
+claimed by a second node, floods, samples from the future, a node past its GPU cap and
+GPUs that stopped reporting."""
 
 from __future__ import annotations
 
@@ -26,13 +27,16 @@ pytestmark = pytest.mark.integration
 
 STEP_MS = 30_000
 HEARTBEAT_MS = 60_000  # the scorer's default: an unchanged score is published this often
+#: The replay test's stream runs 9 minutes ahead of the wall clock (never stale).
+FUTURE_SKEW_S = 900
 
 
 @pytest.fixture(scope="module")
 def scorer(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scorer]:
     tmp = tmp_path_factory.mktemp("scorer")
     app_id = f"scorer-identity-{time.time_ns()}"
-    with run_scorer(kafka_bootstrap, app_id, tmp / "data", tmp / "scorer.log") as s:
+    env = {"FAIRLANE_MAX_FUTURE_SKEW_S": str(FUTURE_SKEW_S)}
+    with run_scorer(kafka_bootstrap, app_id, tmp / "data", tmp / "scorer.log", env) as s:
         yield s
 
 
@@ -123,6 +127,61 @@ async def test_a_flood_from_one_node_is_rate_limited_and_its_row_stays_bounded(
     assert all(d.error.startswith("rate: ") for d in letters)
     assert _refused(scorer, "rate") - before == len(flood) - 1
     assert scores[-1].samples_in_window == 2  # the flood's first record and the next
+
+
+async def test_a_sample_from_a_clock_far_ahead_is_dead_lettered_and_binds_nothing(
+    scorer: Scorer, kafka_bootstrap: str, unique: str
+) -> None:
+    """A node whose clock runs 20 minutes ahead claims a free uuid: refused, the uuid
+    stays free for the node that really holds it, and the node's own samples once its
+    clock is right are not replays of the refused one."""
+    prefix = f"future-{unique}"
+    ahead, holder = f"{prefix}-ahead", f"{prefix}-holder"
+    uuid, own = f"{prefix}-g", f"{ahead}-own"
+    t0 = now_ms()
+    before = _refused(scorer, "future")
+    future = _sample(ahead, t0 + 20 * 60_000, [uuid, own])
+    async with read_scores(kafka_bootstrap, prefix) as reader:
+        (letter,) = await _letters(
+            kafka_bootstrap, await produce_samples(kafka_bootstrap, [future])
+        )
+        await produce_samples(
+            kafka_bootstrap, [_sample(holder, t0, [uuid]), _sample(ahead, t0, [own])]
+        )
+        scores = await reader.until(lambda r: {s.uuid for s in r} == {uuid, own}, timeout_s=120)
+    assert letter.error.startswith("future: ")
+    assert f"at most {FUTURE_SKEW_S} s" in letter.error
+    assert _refused(scorer, "future") - before == 1
+    assert {(s.node, s.uuid, s.ts_ms) for s in scores} == {(holder, uuid, t0), (ahead, own, t0)}
+
+
+async def test_a_node_past_its_gpu_cap_loses_the_new_gpus_and_keeps_its_own(
+    scorer: Scorer, kafka_bootstrap: str, unique: str
+) -> None:
+    """64 GPUs (the default cap, one full record) and then three more: those three are
+    removed and the record dead-lettered once, its other GPUs scored."""
+    node = f"cap-{unique}"
+    held = [f"{node}-g{i}" for i in range(64)]
+    fresh = [f"{node}-new{i}" for i in range(3)]
+    t0 = now_ms()
+    before = _refused(scorer, "gpu_cap")
+    grown = _sample(node, t0 + STEP_MS, [*held[:8], *fresh])
+    marker = _sample(node, t0 + HEARTBEAT_MS, held)
+    async with read_scores(kafka_bootstrap, node) as reader:
+        await produce_samples(kafka_bootstrap, [_sample(node, t0, held)])
+        await reader.until(lambda r: {s.uuid for s in r} == set(held), timeout_s=120)
+        (letter,) = await _letters(kafka_bootstrap, await produce_samples(kafka_bootstrap, [grown]))
+        await produce_samples(kafka_bootstrap, [marker])
+        scores = await reader.until(
+            lambda r: {s.uuid for s in r if s.ts_ms == marker.ts_ms} == set(held)
+        )
+    assert letter.error.count("gpu_cap: ") == len(fresh)
+    assert all(u in letter.error for u in fresh)
+    assert _refused(scorer, "gpu_cap") - before == 1
+    assert not {s.uuid for s in scores} & set(fresh)  # never scored
+    last = {s.uuid: s.samples_in_window for s in scores if s.ts_ms == marker.ts_ms}
+    assert {u for u, n in last.items() if n == 3} == set(held[:8])  # the capped record's own
+    assert {u for u, n in last.items() if n == 2} == set(held[8:])
 
 
 async def _read_until(reader: TopicReader[GpuScore], deadline: float) -> None:

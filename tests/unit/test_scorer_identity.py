@@ -1,10 +1,12 @@
-"""A node speaks only for its own GPUs: the scorer's replay, rate and binding checks."""
+"""A node speaks only for its own GPUs: the scorer's future, replay, rate, binding and
+GPU-cap checks."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,17 +17,27 @@ from fairlane_scorer.core.bindings import (
     IdentityConfig,
     Quarantined,
     expired_slots,
+    future_after_ms,
+    live_uuids,
 )
 from fairlane_scorer.core.node_identity import check_batch, prunable_slots
 from fairlane_scorer.core.node_state import NodeState, keep_slots
 from fairlane_scorer.core.step import score_batch
 from fairlane_scorer.identity import parse_pins, pinned_bindings
+from fairlane_scorer.settings import ScorerSettings
 from fairlane_scoring.config import ScoreConfig
 from tests.factories import gpu_sample
+from tests.node_keys import TEST_KEY_RING
 
 T0 = 1_700_000_000_000
 S = 1000  # ms
-CONFIG = IdentityConfig(replay_tolerance_s=90, sample_min_spacing_s=1, gpu_expire_after_s=1800)
+CONFIG = IdentityConfig(
+    replay_tolerance_s=90,
+    sample_min_spacing_s=1,
+    gpu_expire_after_s=1800,
+    max_future_skew_s=120,
+    max_gpus_per_node=2,  # the cases' nodes hold at most two GPUs
+)
 
 
 def sample(node: str, ts_ms: int, *uuids: str) -> NodeSample:
@@ -77,6 +89,49 @@ CASES = [
     ("a redelivered GPU sample too close to its GPU's last is removed",
      [sample("a", T0, "g1", "g2"), sample("a", T0 + 30 * S, "g1")],
      [sample("a", T0 + 500, "g1", "g2")], T0, [(0, "rate")], [("a", T0 + 500, ("g1",))]),
+    # future: more than max_future_skew_s (120 s) ahead of now
+    ("a sample more than the skew ahead of the clock is dead-lettered", [],
+     [sample("a", T0 + 120 * S + 1, "g1")], T0, [(0, "future")], []),
+    ("a sample exactly the skew ahead of the clock is scored", [],
+     [sample("a", T0 + 120 * S, "g1")], T0, [], [("a", T0 + 120 * S, ("g1",))]),
+    ("a sample from the future binds no uuid", [],
+     [sample("a", T0 + 3600 * S, "g1"), sample("b", T0, "g1")], T0,
+     [(0, "future")], [("b", T0, ("g1",))]),
+    ("a sample from the future does not make its node's next ones replays",
+     [sample("a", T0 - 30 * S, "g1")],
+     [sample("a", T0 + 3600 * S, "g1"), sample("a", T0, "g1")], T0,
+     [(0, "future")], [("a", T0, ("g1",))]),
+    ("the future bound is checked against the scorer's clock, not the node's newest",
+     [sample("a", T0, "g1")], [sample("a", T0 + 200 * S, "g1")], T0 + 100 * S,
+     [], [("a", T0 + 200 * S, ("g1",))]),
+    # gpu_cap: at most max_gpus_per_node (2) live GPUs a node
+    ("a new GPU past the cap is removed, the node's live GPUs scored",
+     [sample("a", T0, "g1", "g2")], [sample("a", T0 + 30 * S, "g1", "g2", "g3")], T0,
+     [(0, "gpu_cap")], [("a", T0 + 30 * S, ("g1", "g2"))]),
+    ("a record of new GPUs only, past the cap, is not scored",
+     [sample("a", T0, "g1", "g2")], [sample("a", T0 + 30 * S, "g3")], T0,
+     [(0, "gpu_cap")], []),
+    ("a new node's record is capped too", [],
+     [sample("a", T0, "g1", "g2", "g3")], T0, [(0, "gpu_cap")], [("a", T0, ("g1", "g2"))]),
+    ("the GPUs a batch added count towards the cap", [],
+     [sample("a", T0, "g1", "g2"), sample("a", T0 + 30 * S, "g3", "g1")], T0,
+     [(1, "gpu_cap")], [("a", T0, ("g1", "g2")), ("a", T0 + 30 * S, ("g1",))]),
+    ("expired GPUs do not count towards the cap",
+     [sample("a", T0, "g1", "g2")], [sample("a", T0 + 1801 * S, "g3", "g4")], T0 + 1801 * S,
+     [], [("a", T0 + 1801 * S, ("g3", "g4"))]),
+    ("one GPU expired leaves room for one",
+     [sample("a", T0, "g1", "g2"), sample("a", T0 + 60 * S, "g2")],
+     [sample("a", T0 + 1830 * S, "g2", "g3", "g4")], T0 + 1830 * S,
+     [(0, "gpu_cap")], [("a", T0 + 1830 * S, ("g2", "g3"))]),
+    ("a quarantined GPU takes no room",
+     [sample("x", T0, "g9")], [sample("a", T0, "g9", "g1", "g2")], T0,
+     [(0, "quarantine")], [("a", T0, ("g1", "g2"))]),
+    ("quarantine outranks gpu_cap in the count",
+     [sample("x", T0, "g9"), sample("a", T0, "g1", "g2")],
+     [sample("a", T0 + 30 * S, "g3", "g9")], T0, [(0, "quarantine")], []),
+    ("a GPU capped is not bound: another node may take it", [sample("a", T0, "g1", "g2")],
+     [sample("a", T0 + 30 * S, "g3"), sample("b", T0 + 30 * S, "g3")], T0,
+     [(0, "gpu_cap")], [("b", T0 + 30 * S, ("g3",))]),
 ]  # fmt: skip
 
 
@@ -107,6 +162,62 @@ def test_a_refusal_names_the_uuid_and_the_node_it_is_bound_to() -> None:
     assert "GPU-1" in refusal.error
     assert "'real-1'" in refusal.error
     assert checked.quarantined == [("GPU-1", "evil-node-1")]
+
+
+def test_refusals_say_how_far_ahead_and_how_many_gpus() -> None:
+    checked = check_batch(
+        [sample("a", T0 + 600 * S, "g1"), sample("b", T0, "g1", "g2", "g3")],
+        {},
+        Bindings(),
+        T0,
+        CONFIG,
+    )
+    future, capped = checked.refused
+    assert future.error.startswith("future: ")
+    assert "600 s ahead" in future.error
+    assert "at most 120 s" in future.error
+    assert (
+        capped.error == "gpu_cap: GPU g3 would be one more than node 'b''s 2 live GPUs; at most 2"
+    )
+
+
+def test_future_after_and_live_uuids() -> None:
+    assert future_after_ms(T0, CONFIG) == T0 + 120 * S
+    state = rows_after([sample("a", T0, "g1", "g2"), sample("a", T0 + 60 * S, "g2")])["a"]
+    assert live_uuids(state, T0 + 1800 * S, CONFIG) == {"g1", "g2"}
+    assert live_uuids(state, T0 + 1801 * S, CONFIG) == {"g2"}
+    assert live_uuids(state, T0 + 1861 * S, CONFIG) == set()
+
+
+def test_a_node_adding_fresh_uuids_every_second_keeps_a_row_of_at_most_the_cap() -> None:
+    """Check, score and prune as the samples agent does: the row never holds more than
+    max_gpus_per_node slots, and an old GPU that expires makes room for a new one."""
+    config = IdentityConfig(gpu_expire_after_s=10, max_gpus_per_node=3)
+    rows: dict[str, NodeState] = {}
+    for i in range(40):
+        now = T0 + i * S
+        batch = [sample("a", now, "real", f"fresh-{i}-0", f"fresh-{i}-1")]
+        checked = check_batch(batch, rows, bindings_of(rows), now, config)
+        changed = score_batch(checked.samples, rows, {}, ScoreConfig()).rows
+        reported = {g.uuid for s in checked.samples for g in s.gpus}
+        for node, row in changed.items():
+            gone = set(prunable_slots(row, reported, now, config))
+            rows[node] = keep_slots(row, [g for g in range(len(row)) if g not in gone])
+        assert len(rows["a"]) <= 3
+        assert "real" in rows["a"]
+    assert sum(u.startswith("fresh-") for u in rows["a"]) == 2
+
+
+def test_settings_carry_the_bounds_and_the_cap_is_the_schemas_record_limit() -> None:
+    settings = ScorerSettings(sample_key_ring_file=TEST_KEY_RING)
+    config = settings.identity_config()
+    assert (config.max_future_skew_s, config.max_gpus_per_node) == (120.0, 64)
+    per_record = NodeSample.model_json_schema()["properties"]["gpus"]["maxItems"]
+    assert config.max_gpus_per_node == per_record == IdentityConfig().max_gpus_per_node
+    custom = ScorerSettings(
+        sample_key_ring_file=TEST_KEY_RING, max_future_skew_s=5, max_gpus_per_node=8
+    ).identity_config()
+    assert (custom.max_future_skew_s, custom.max_gpus_per_node) == (5, 8)
 
 
 def test_an_operators_pin_wins_over_the_first_reporter() -> None:
@@ -166,8 +277,16 @@ def test_quarantined_uuids_leave_the_gauge_after_the_expiry_or_a_pin() -> None:
     assert len(quarantined) == 0
 
 
-@pytest.mark.parametrize("config", [{"gpu_expire_after_s": 0}, {"replay_tolerance_s": -1}])
-def test_config_is_validated(config: dict[str, float]) -> None:
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"gpu_expire_after_s": 0},
+        {"replay_tolerance_s": -1},
+        {"max_future_skew_s": 0},
+        {"max_gpus_per_node": 0},
+    ],
+)
+def test_config_is_validated(config: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="must be"):
         IdentityConfig(**config)
 

@@ -181,8 +181,9 @@ class ScorerMetrics:
             ),
             refused=_by_reason(
                 "fairlane_scorer_samples_refused",
-                "node-sample records dead-lettered by the identity checks (replay, rate: "
-                "whole; quarantine: the GPUs bound to another node removed), by reason",
+                "node-sample records dead-lettered by the identity checks (future, replay, "
+                "rate: whole; quarantine: the GPUs bound to another node removed; gpu_cap: "
+                "the GPUs past the node's max_gpus_per_node removed), by reason",
                 IDENTITY_REASONS,
                 r,
             ),

@@ -75,6 +75,21 @@ class ScorerSettings(ServiceSettings):
         description="a node's GPU silent this long (wall clock) is unbound from it and "
         "tombstoned on fairlane.gpu-scores.v1",
     )
+    # A node's clock may be off; NTP keeps it within milliseconds, a container shares its
+    # host's. Two minutes is a clock gone wrong, not a healthy one (docs/scoring.md).
+    max_future_skew_s: float = Field(
+        120.0,
+        gt=0,
+        description="a node's record stamped more than this ahead of the scorer's clock is "
+        "dead-lettered (reason future): it would hold its GPUs past their expiry",
+    )
+    # The node-sample schema's limit of GPUs in one record (NodeSample.gpus).
+    max_gpus_per_node: int = Field(
+        64,
+        ge=1,
+        description="live (unexpired) GPUs one node may hold: a record's GPU beyond them "
+        "is removed from it and the record dead-lettered (reason gpu_cap)",
+    )
     pinned_bindings_file: Path | None = Field(
         None,
         description="an operator's JSON object of GPU uuid -> node, winning over the "
@@ -188,6 +203,8 @@ class ScorerSettings(ServiceSettings):
             replay_tolerance_s=self.replay_tolerance_s,
             sample_min_spacing_s=self.sample_min_spacing_s,
             gpu_expire_after_s=self.gpu_expire_after_s,
+            max_future_skew_s=self.max_future_skew_s,
+            max_gpus_per_node=self.max_gpus_per_node,
         )
 
     def rate_config(self) -> RateConfig:

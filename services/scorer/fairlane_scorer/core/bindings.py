@@ -29,6 +29,8 @@ __all__ = [
     "Quarantined",
     "expired_slots",
     "expires_before_ms",
+    "future_after_ms",
+    "live_uuids",
     "speaks_for",
 ]
 
@@ -36,7 +38,8 @@ __all__ = [
 @dataclass(frozen=True)
 class IdentityConfig:
     """The scorer's checks of who speaks for which GPU (docs/scoring.md, "A node speaks
-    only for its own GPUs"), all in seconds of sample time but the expiry (wall clock)."""
+    only for its own GPUs"), all in seconds of sample time but the expiry and the future
+    bound (wall clock)."""
 
     #: Below its node's newest accepted sample, a record within this is a redelivery
     #: (ignored per GPU, counted as a duplicate); older, a replay (dead-lettered). Kafka
@@ -49,18 +52,45 @@ class IdentityConfig:
     #: A (node, GPU) without a sample for this long (wall clock) is forgotten: its uuid
     #: is bound to nobody, tombstoned on the scores topic, and pruned from the row.
     gpu_expire_after_s: float = 1800.0
+    #: A record stamped more than this ahead of the scorer's clock is dead-lettered: a
+    #: sample from the future would hold its uuids past the expiry and make its node's
+    #: honest samples look like replays. NTP keeps clocks within milliseconds; this is
+    #: for a node whose clock has gone wrong, not for a healthy one.
+    max_future_skew_s: float = 120.0
+    #: A node holds at most this many live (unexpired) GPUs: one more in a record is
+    #: removed from it. The node-sample schema's limit of GPUs in one record.
+    max_gpus_per_node: int = 64
 
     def __post_init__(self) -> None:
         if self.replay_tolerance_s < 0 or self.sample_min_spacing_s < 0:
             raise ValueError("replay_tolerance_s and sample_min_spacing_s must be >= 0")
-        if not self.gpu_expire_after_s > 0:
-            raise ValueError("gpu_expire_after_s must be > 0")
+        if not self.gpu_expire_after_s > 0 or not self.max_future_skew_s > 0:
+            raise ValueError("gpu_expire_after_s and max_future_skew_s must be > 0")
+        if self.max_gpus_per_node < 1:
+            raise ValueError("max_gpus_per_node must be >= 1")
 
 
 def expires_before_ms(now_ms: int, config: IdentityConfig) -> float:
     """A slot whose last sample is older than this has expired at ``now_ms``:
     ``now_ms - gpu_expire_after_s * 1000``."""
     return now_ms - config.gpu_expire_after_s * 1000
+
+
+def future_after_ms(now_ms: int, config: IdentityConfig) -> float:
+    """A sample stamped after this is from the future at ``now_ms``:
+    ``now_ms + max_future_skew_s * 1000``."""
+    return now_ms + config.max_future_skew_s * 1000
+
+
+def live_uuids(state: NodeState, now_ms: int, config: IdentityConfig) -> set[str]:
+    """The node's GPUs that have not expired at ``now_ms`` (what counts towards
+    ``max_gpus_per_node``): those whose last sample is at or after
+    :func:`expires_before_ms`."""
+    after = expires_before_ms(now_ms, config)
+    last = state.last_ts_ms().tolist()  # a list: numpy costs more than it saves on 8 GPUs
+    if not last or min(last) >= after:  # all live (the usual row)
+        return set(state.uuids)
+    return {u for u, ts in zip(state.uuids, last, strict=True) if ts >= after}
 
 
 def expired_slots(state: NodeState, now_ms: int, config: IdentityConfig) -> list[int]:
