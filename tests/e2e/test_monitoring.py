@@ -227,6 +227,45 @@ def test_the_quarantine_alert_sums_the_scorer_workers(tmp_path: Path) -> None:
     )
 
 
+def test_refused_node_samples_alert_by_reason(tmp_path: Path) -> None:
+    """A node whose samples the scorer refuses (a clock ahead, a missing key) shows in
+    one alert per reason, across the workers' two counters (issue 35)."""
+    annotations = {
+        k: v.replace("{{ $value }}", "15").replace("{{ $labels.reason }}", "future")
+        for k, v in _annotations("FairlaneNodeSamplesRefused", "15").items()
+    }
+    _promtool_test(
+        tmp_path,
+        {
+            "interval": "1m",
+            "input_series": [
+                {
+                    "series": 'fairlane_scorer_samples_refused_total{instance="a",reason="future"}',
+                    "values": "0+1x30",
+                },
+                {
+                    "series": "fairlane_scorer_samples_unverified_total"
+                    '{instance="a",reason="missing"}',
+                    "values": "0x30",
+                },
+            ],
+            "alert_rule_test": [
+                {"eval_time": "3m", "alertname": "FairlaneNodeSamplesRefused", "exp_alerts": []},
+                {
+                    "eval_time": "20m",
+                    "alertname": "FairlaneNodeSamplesRefused",
+                    "exp_alerts": [
+                        {
+                            "exp_labels": {"severity": "warning", "reason": "future"},
+                            "exp_annotations": annotations,
+                        }
+                    ],
+                },
+            ],
+        },
+    )
+
+
 def _annotations(alert_name: str, value: str) -> dict[str, str]:
     """The alert's annotations as they read when its value is ``value``."""
     (alert,) = [r for r in rules() if r.get("alert") == alert_name]
