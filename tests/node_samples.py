@@ -53,3 +53,20 @@ async def node_samples_of(
     """The first ``count`` records of ``nodes`` on the topic, from its beginning."""
     found = await records_of(bootstrap, nodes, count, timeout_s)
     return [decode(NodeSample, r.value) for r in found]
+
+
+async def first_records(
+    bootstrap: str, nodes: Collection[str], timeout_s: float = 30
+) -> dict[str, ConsumerRecord[bytes, bytes]]:
+    """Each node's first record on the topic, headers and all: a node's own past, to
+    replay or to copy. (``records_of`` counts records as read, and one partition's batch
+    can fill its count before another node's first record is read.)"""
+    keys = {n.encode() for n in nodes}
+    found: dict[bytes, ConsumerRecord[bytes, bytes]] = {}
+    async with samples_consumer(bootstrap) as consumer, asyncio.timeout(timeout_s):
+        while len(found) < len(keys):
+            for records in (await consumer.getmany(timeout_ms=500)).values():
+                for r in records:
+                    if r.key in keys:
+                        found.setdefault(r.key, r)
+    return {key.decode(): record for key, record in found.items()}

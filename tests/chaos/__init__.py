@@ -8,6 +8,9 @@ placement load, one fault after another, and a count of what each lost or duplic
     context.py    the plan (full or short) and the end of every scenario: recover, audit
     faults.py     Kafka / Postgres stopped, scorer / replica kill -9
     hostile.py    malformed records on every consumed topic, schemathesis
+    bodies.py     1 GB and trickling HTTP bodies against one replica
+    telemetry.py  node samples that lie (forged, colliding, replayed, a flood): one pass
+    telemetry_rows.py  its four rows
     sustained.py  long load, RSS slopes
     partition.py  an agent cut from the broker (network namespace) and healed
     relay.py      the TCP relay the partition needs

@@ -6,7 +6,7 @@ from __future__ import annotations
 import collections
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 import asyncpg
@@ -25,6 +25,7 @@ __all__ = [
     "SampleAudit",
     "audit_placements",
     "audit_samples",
+    "end_offsets",
     "read_topic",
     "scrape",
     "wait_until",
@@ -56,19 +57,40 @@ def wait_until(check: Callable[[], bool], timeout_s: float, poll_s: float = 1.0)
     return None
 
 
-async def read_topic(bootstrap: str, topic: str) -> list[ConsumerRecord[bytes, bytes]]:
-    """Every record of ``topic`` from its beginning up to its end offsets now."""
+async def _partitions(bootstrap: str, topic: str) -> list[TopicPartition]:
     admin = await kafka_admin(bootstrap)
     try:
         count = (await topic_partitions(admin, [topic]))[topic]
     finally:
         await admin.close()
-    parts = [TopicPartition(topic, p) for p in range(count)]
+    return [TopicPartition(topic, p) for p in range(count)]
+
+
+async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """Where each partition of ``topic`` ends now: a mark to read what comes after."""
+    parts = await _partitions(bootstrap, topic)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        return {tp.partition: offset for tp, offset in (await consumer.end_offsets(parts)).items()}
+    finally:
+        await consumer.stop()
+
+
+async def read_topic(
+    bootstrap: str, topic: str, since: Mapping[int, int] | None = None
+) -> list[ConsumerRecord[bytes, bytes]]:
+    """Every record of ``topic`` from its beginning (or from the offsets ``since``, by
+    partition: what came after an :func:`end_offsets`) up to its end offsets now."""
+    parts = await _partitions(bootstrap, topic)
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
     await consumer.start()
     try:
         consumer.assign(parts)
         await consumer.seek_to_beginning(*parts)
+        for tp in parts:
+            if since is not None and tp.partition in since:
+                consumer.seek(tp, since[tp.partition])
         end = await consumer.end_offsets(parts)
         records: list[ConsumerRecord[bytes, bytes]] = []
         while [tp for tp in parts if await consumer.position(tp) < end[tp]]:
@@ -94,10 +116,16 @@ class SampleAudit:
         return max(0, self.read - self.on_topic)
 
 
-async def audit_samples(bootstrap: str, agent_url: str, prefix: str) -> SampleAudit:
+async def audit_samples(
+    bootstrap: str, agent_url: str, prefix: str, skip: Collection[tuple[int, int]] = ()
+) -> SampleAudit:
+    """The agent's samples on the topic. ``skip``: the (partition, offset) of records a
+    scenario wrote under the fleet's names (a replayed sample), which are not the agent's."""
     read = int(scrape(f"{agent_url}/metrics")["fairlane_agent_samples_published_total"])
     per_node: dict[str, list[int]] = collections.defaultdict(list)
     for record in await read_topic(bootstrap, NODE_SAMPLES):
+        if (record.partition, record.offset) in skip:
+            continue
         if record.key is not None and record.key.decode(errors="replace").startswith(prefix):
             sample = decode(NodeSample, record.value)
             per_node[sample.node].append(sample.ts_ms)

@@ -29,8 +29,9 @@ __all__ = ["FULL_ORDER", "Context", "Plan"]
 SMALL_DIR_SPARE_BYTES = 8 << 20
 
 FULL_ORDER = (
-    "kafka", "scorer", "replica", "postgres", "hostile", "big_body", "big_body_token",
-    "slow_body", "sustained", "partition", "disk",
+    "kafka", "scorer", "replica", "postgres", "hostile", "forged_node", "uuid_collision",
+    "replay", "flood", "big_body", "big_body_token", "slow_body", "sustained", "partition",
+    "disk",
 )  # fmt: skip
 
 
@@ -71,6 +72,11 @@ class Context:
     samples: SampleAudit | None = None  # the last audits, for per-scenario differences
     placements: PlacementAudit | None = None
     extra_agents: list[str] = field(default_factory=list)  # metrics URLs of other agents
+    #: (partition, offset) of node samples a scenario wrote under the fleet's names (a
+    #: replay): not the agent's, so the sample audit leaves them out.
+    injected: set[tuple[int, int]] = field(default_factory=set)
+    #: What one scenario's work leaves for the rows that share it (telemetry.py's pass).
+    shared: dict[str, object] = field(default_factory=dict)
 
     def agent_drained(self) -> bool:
         for url in [self.stack.agent_url, *self.extra_agents]:
@@ -137,7 +143,9 @@ class Context:
         odd = [f"{k} x{n}" for n, k in answers if n and outside_contract(k) and k not in allowed]
         row.check(not odd, "the load got answers outside the contract: " + ", ".join(odd))
         stack = self.stack
-        samples = asyncio.run(audit_samples(stack.bootstrap, stack.agent_url, stack.prefix))
+        samples = asyncio.run(
+            audit_samples(stack.bootstrap, stack.agent_url, stack.prefix, self.injected)
+        )
         placements = asyncio.run(
             audit_placements(stack.bootstrap, stack.database_url, self.load.ledger)
         )

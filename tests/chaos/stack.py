@@ -32,6 +32,11 @@ UNPLACED_MODEL = "V100"
 #: The disk scenario's filesystem under the changelogs: room for what they hold live
 #: (logdirs.py keeps them compacted) many times over, small enough to fill in a second.
 SMALL_FS_MIB = 256
+#: The scorer's replay tolerance here (its default is 300 s): the replay row's record
+#: must be older than its node's newest by more than this, and at 300 s a short run's
+#: oldest record is not. Far above what a restart redelivers (the commit interval, a few
+#: seconds), so the scorer's kill stays a redelivery.
+REPLAY_TOLERANCE_S = 30
 
 
 @dataclass(frozen=True)
@@ -224,7 +229,11 @@ def _services(stack: ChaosStack) -> list[Service]:
         "FAIRLANE_HEARTBEAT_S": "10",
         **SIGNING_ENV,  # the agent signs, the scorer verifies
     }
-    scorer_env = {**env, "FAIRLANE_APP_ID": f"scorer-{stack.prefix}"}
+    scorer_env = {
+        **env,
+        "FAIRLANE_APP_ID": f"scorer-{stack.prefix}",
+        "FAIRLANE_REPLAY_TOLERANCE_S": str(REPLAY_TOLERANCE_S),
+    }
     scorer_args = ["--web-port", str(ports.scorer), "--data-dir", str(tmp / "scorer-data")]
     scheduler_env = {
         **env,

@@ -18,6 +18,7 @@ from tests.chaos.partition import agent_partition
 from tests.chaos.report import Row
 from tests.chaos.stack import ChaosPorts, chaos_stack
 from tests.chaos.sustained import sustained_load
+from tests.chaos.telemetry_rows import flood, forged_node, replay, uuid_collision
 
 __all__ = ["SCENARIOS", "run_suite"]
 
@@ -29,6 +30,10 @@ SCENARIOS: dict[str, Scenario] = {
     "replica": replica_kill,
     "postgres": postgres_outage,
     "hostile": hostile_input,
+    "forged_node": forged_node,
+    "uuid_collision": uuid_collision,
+    "replay": replay,
+    "flood": flood,
     "big_body": huge_body,
     "big_body_token": huge_body_with_token,
     "slow_body": slow_bodies,
