@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import asyncpg
@@ -108,7 +108,7 @@ class Attack:
     after: dict[str, float]
     letters: dict[Origin, str]  # the dead letters of node samples since: error by origin
     scores: list[GpuScore]  # score records since the pass began
-    degraded: list[PlacementEvent]  # degraded events since, naming a targeted GPU
+    degraded: list[PlacementEvent]  # degraded events since that only a lie explains
 
     def delta(self, metric: str) -> float:
         return self.after.get(metric, 0.0) - self.before.get(metric, 0.0)
@@ -221,17 +221,30 @@ async def _scores(bootstrap: str, mark: dict[int, int]) -> list[GpuScore]:
     return [decode(GpuScore, r.value) for r in records if r.value is not None]
 
 
+async def _real_scores(bootstrap: str, targets: dict[str, str]) -> set[tuple[str, float]]:
+    """(uuid, score) of every score record a targeted GPU's own node ever had: what a
+    genuine degraded event of it can say (the load heats held GPUs, which may throttle)."""
+    records = await read_topic(bootstrap, GPU_SCORES)
+    scores = [decode(GpuScore, r.value) for r in records if r.value is not None]
+    return {(s.uuid, s.score) for s in scores if targets.get(s.uuid) == s.node}
+
+
 async def _degraded(
-    bootstrap: str, mark: dict[int, int], uuids: Collection[str]
+    bootstrap: str, mark: dict[int, int], targets: dict[str, str]
 ) -> list[PlacementEvent]:
-    """The degraded events since ``mark`` that name one of ``uuids``."""
+    """The degraded events since ``mark`` that name a targeted GPU slow by a score its own
+    node never reported: what only a lie could have caused."""
+    real = await _real_scores(bootstrap, targets)
     found = []
     for record in await read_topic(bootstrap, PLACEMENTS, mark):
         try:
             event = decode(PlacementEvent, record.value)
         except DecodeError:
             continue  # no event of the outbox's: the audit judges the topic
-        if event.event == "degraded" and any(g.uuid in uuids for g in event.slow_gpus or []):
+        if event.event == "degraded" and any(
+            g.uuid in targets and g.source == "score" and (g.uuid, g.speed) not in real
+            for g in event.slow_gpus or []
+        ):
             found.append(event)
     return found
 

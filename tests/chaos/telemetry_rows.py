@@ -40,7 +40,8 @@ def _targets(a: Attack) -> str:
 
 def _untouched(row: Row, a: Attack, liar: str) -> None:
     """The lies changed nothing downstream: no score under the liar's name, no score of
-    a targeted GPU from a lie, no degraded event naming one."""
+    a targeted GPU from a lie, no degraded event naming one by a score its own node never
+    reported (the load may throttle a held GPU for real meanwhile)."""
     row.check(a.scores_of(liar) == 0, f"{a.scores_of(liar)} score records under {liar!r}")
     row.check(a.scores_changed == 0, f"{a.scores_changed} score records of targeted GPUs changed")
     events = ", ".join(e.placement_id for e in a.degraded)
