@@ -60,11 +60,11 @@ from fairlane_eval.live_stack import (
     free_port,
     own_servers,
     prepare_workdir,
-    write_key_ring,
     process,
     samples_from_now,
     scorer_settings_env,
     until_up,
+    write_key_ring,
 )
 from fairlane_events.gpu_models import find_model
 from fairlane_runtime.kafka import ensure_topics
