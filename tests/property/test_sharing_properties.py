@@ -1,7 +1,8 @@
 """Invariants of the fractional packing rule on random fleets (hypothesis): it ranks exactly
 the GPUs with room, and FGD's choice is the one that a recomputation from scratch of every
 node's fragmentation finds grows it least, with the nodes' CPUs in view or not; without a
-CPU view, CPU asks change nothing."""
+CPU view, CPU asks change nothing; a speed key ranks before every rule and leaves the
+rule's own order within each of its values."""
 
 from dataclasses import replace
 from itertools import pairwise
@@ -193,3 +194,31 @@ def test_without_a_cpu_view_cpu_asks_change_nothing_and_ample_cpus_rank_alike(
     assert np.array_equal(
         fragmentation_by_node(blind, mix), fragmentation_by_node(ample, without_cpus(mix))
     )
+
+
+@st.composite
+def fleets_with_speed_keys(draw: st.DrawFn) -> tuple[list[GpuRoom], list[float]]:
+    """A fleet and each GPU's learned-speed step (1.0, 0.95 or 0.555 in steps of 0.05)."""
+    rooms = draw(fleets())
+    steps = st.sampled_from([-20.0, -19.0, -11.0])
+    return rooms, draw(st.lists(steps, min_size=len(rooms), max_size=len(rooms)))
+
+
+@given(fleets_with_speed_keys(), asks, mixes, st.sampled_from(SHARING_RULES))
+def test_a_speed_key_ranks_first_and_keeps_the_rules_order_within_a_step(
+    rooms_and_keys: tuple[list[GpuRoom], list[float]],
+    ask: ShareAsk,
+    mix: WorkloadMix,
+    rule: SharingRule,
+) -> None:
+    """A GPU of a worse learned-speed step never ranks before one of a better step with
+    room (the share's class), and among one step's GPUs the rule ranks as without it."""
+    rooms, keys = rooms_and_keys
+    table = RoomTable.of(rooms)
+    speed_key = np.array(keys)
+    ranked = rank_rooms(replace(table, speed_key=speed_key), ask, mix, rule)
+    plain = rank_rooms(table, ask, mix, rule)
+    assert sorted(ranked.tolist()) == sorted(plain.tolist())
+    assert all(a <= b for a, b in pairwise(speed_key[ranked]))
+    for step in set(keys):
+        assert [r for r in ranked if keys[r] == step] == [r for r in plain if keys[r] == step]

@@ -185,28 +185,36 @@ def test_leaving_out_nodes_without_room_changes_no_choice(
             st.sampled_from([0, 0, 0, 250, 500, 1000]),
             st.sampled_from([16_384, 81_920]),
             st.sampled_from([0.8, 1.0]),
+            st.sampled_from([-20.0, -19.0]),
         ),
         min_size=1,
         max_size=40,
     ),
     st.integers(1, 1000),
     st.sampled_from(["fgd", "best-fit"]),
+    st.booleans(),
 )
 # Two free nodes of one memory but not one kind: FGD takes the small one's GPU (the big
 # one would no longer host a 4-GPU job), so the kinds must not be merged.
-@example([(0, 0, 81_920, 1.0)] * 4 + [(1, 0, 81_920, 1.0)] * 2, 300, "fgd")
+@example([(0, 0, 81_920, 1.0, -20.0)] * 4 + [(1, 0, 81_920, 1.0, -20.0)] * 2, 300, "fgd", False)
+# Two free nodes of one kind: the higher capacity is a step slower for the share's class.
+@example([(0, 0, 81_920, 1.0, -19.0), (1, 0, 81_920, 0.8, -20.0)], 300, "fgd", True)
 def test_ranking_one_untouched_node_of_each_kind_changes_no_first_choice(
-    gpus: list[tuple[int, int, int, float]], milli: int, rule: SharingRule
+    gpus: list[tuple[int, int, int, float, float]], milli: int, rule: SharingRule, learned: bool
 ) -> None:
     """Untouched nodes with the same GPU memories grow their fragmentation alike, so
-    ``share_decision`` ranks one of each kind: the first choice stays the same GPU."""
+    ``share_decision`` ranks one of each kind: the first choice stays the same GPU, with
+    each GPU's learned-speed step (a share's class) ranked first or without."""
+    gpus = sorted(gpus)
     table = RoomTable.of(
         [
             GpuRoom(f"g{i}", f"n{node}", i, used, used * memory // 1000, memory, tenants, capacity)
-            for i, (node, used, memory, capacity) in enumerate(sorted(gpus))
+            for i, (node, used, memory, capacity, _) in enumerate(gpus)
             for tenants in [int(0 < used < 1000)]
         ]
     )
+    if learned:
+        table = replace(table, speed_key=np.array([step for *_, step in gpus]))
     ask = ShareAsk(milli)
     full = rank_rooms(table, ask, rule=rule)
     keep = _one_of_each_untouched_kind(table)

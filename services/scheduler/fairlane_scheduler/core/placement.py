@@ -53,6 +53,7 @@ __all__ = [
     "rejection_masks",
     "rejections",
     "share_key",
+    "speed_step",
 ]
 
 #: How a job is packed between nodes (the request's ``policy`` field). Not to be mixed up
@@ -346,14 +347,13 @@ def packing_keys(
     node per replica instead of one in all.
     """
     free = (size - used) * 1.0
-    capacity_step, speed_step = resolution
+    capacity_step, speed_resolution = resolution
     share_at = 0 if policy == "binpack" else 1
     if capacity_step > 0:
         # Capacities inside one resolution step are equal; equally fast gangs are packed.
         steps = [-floor(min_cap / capacity_step + 1e-9)]
         if min_speed is not None:
-            # Learned speeds round to the nearest step: 1.0 +- noise is one step.
-            steps.append(-floor(min_speed / speed_step + 0.5) if speed_step > 0 else -min_speed)
+            steps.append(speed_step(min_speed, speed_resolution, floor))
             share_at += policy == "fastest"
         by = {"fastest": [*steps, free], "binpack": [free, *steps], "spread": [used / size, *steps]}
         keys = by[policy]
@@ -363,6 +363,17 @@ def packing_keys(
     if others is not None:
         keys.insert(share_at, others)
     return [*keys, name_rank]
+
+
+def speed_step(min_speed: Any, resolution: float, floor: Callable[[Any], Any] = np.floor) -> Any:
+    """The learned-speed key (smallest first) of a candidate whose slowest learned speed
+    is ``min_speed`` (an array of them, or one):
+    ``-floor(min_speed / resolution + 0.5)``, the speed rounded to the nearest step of
+    ``resolution``, not floored, so 1.0 +- noise is one step (:class:`PlacementPolicy`'s
+    ``speed_resolution``); ``-min_speed`` with ``resolution`` 0. Whole GPUs rank it after
+    the capacity step (:func:`packing_keys`), shares before the sharing rule's own keys
+    (core/share_decision.py)."""
+    return -floor(min_speed / resolution + 0.5) if resolution > 0 else -min_speed
 
 
 def chosen(

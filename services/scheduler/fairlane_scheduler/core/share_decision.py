@@ -5,9 +5,14 @@ Health filters as for whole GPUs (fresh, not cordoned, model and memory fit, sco
 or above the threshold, not cooling); a GPU a whole placement holds has no room (it
 counts 1000), nor has one whose fractional tenants leave too little share or memory.
 The rule sees every usable GPU of the fleet, held ones included, since a node's
-fragmentation depends on all of its GPUs. The answer is the whole-GPU assembly of that
-one GPU, its slot carrying the share and memory, and the node the environment that keeps
-the job inside them (:func:`~fairlane_scheduler.core.shares.share_env`).
+fragmentation depends on all of its GPUs. With a job class, GPUs rank first by their
+learned speed under it, in the whole-GPU path's rounded steps
+(:func:`~fairlane_scheduler.core.placement.speed_step`), and the rule chooses among those
+of the best step with room: a GPU learned slow for the class is taken only when no GPU
+a step faster has room (a learned speed never excludes a GPU, as for whole GPUs). The
+answer is the whole-GPU assembly of that one GPU, its slot carrying the share and
+memory, and the node the environment that keeps the job inside them
+(:func:`~fairlane_scheduler.core.shares.share_env`).
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ from fairlane_scheduler.core.placement import (
     NodeChoice,
     PlacementPolicy,
     effective_capacity,
+    learned_speeds,
     qualifying,
     rejection_masks,
     rejections,
+    speed_step,
 )
 from fairlane_scheduler.core.placements import Placement, PlacementRequest, assemble
 from fairlane_scheduler.core.quota import Quota, QuotaVerdict, models_within_quota
@@ -115,7 +122,15 @@ def decide_share(
         rows = rows[fleet.node[rows] == (-1 if node_id is None else node_id)]
     memory = gpu_memory_mib(fleet, rows)
     rows, memory = rows[memory > 0], memory[memory > 0]
-    table = _rooms(fleet, ledger, rows=rows, memory=memory, whole=whole[rows], shape=shape)
+    table = _rooms(
+        fleet,
+        ledger,
+        rows=rows,
+        memory=memory,
+        whole=whole[rows],
+        shape=shape,
+        speed_resolution=policy.speed_resolution,
+    )
     ask = ShareAsk(milli, request.gpu_memory_mib)
     keep = _on_nodes_with_room(table, ask)
     if rule != "first-fit":  # its first choice is the first row, whatever the capacity
@@ -157,15 +172,20 @@ def _rooms(
     memory: npt.NDArray[np.int64],
     whole: npt.NDArray[np.bool_],
     shape: JobShape,
+    speed_resolution: float,
 ) -> RoomTable:
     """The rule's columns for these rows: a whole placement's GPU is full (1000 and all
-    of its memory), a shared one holds what its tenants do."""
+    of its memory), a shared one holds what its tenants do. Capacity is the whole-GPU
+    path's effective capacity (score x learned speed under the share's class x model
+    speed); with a class something is learned under, the learned speed's rounded step
+    (``speed_step``, as whole GPUs rank it) is ranked before the rule."""
     used = np.zeros((3, len(fleet)), dtype=np.int64)  # share, memory, tenants per fleet row
     for uuid in ledger.shared_gpus:  # few: the fleet is walked in numpy only
         if (row := fleet.row.get(uuid)) is not None:
             used[:, row] = ledger.shares(uuid)
     used_milli, used_memory, tenants = used[:, rows]
     _, node_codes = np.unique(fleet.node[rows], return_inverse=True)
+    learned = learned_speeds(fleet, shape, rows)
     return RoomTable(
         node=node_codes.astype(np.int64),
         used_milli=np.where(whole, SHARE_SCALE, used_milli),
@@ -173,6 +193,7 @@ def _rooms(
         memory_mib=memory.astype(np.int64),
         tenants=tenants,
         capacity=effective_capacity(fleet, shape, rows).astype(np.float64),
+        speed_key=None if learned is None else speed_step(learned, speed_resolution),
     )
 
 
@@ -190,7 +211,8 @@ def _one_of_each_untouched_kind(table: RoomTable) -> npt.NDArray[np.bool_]:
     """The rows worth ranking under ``fgd`` and ``best-fit``: every node that holds
     something, and of the untouched nodes (no GPU used) of one kind (the same count of
     GPUs of each memory), only those holding, for each memory, the first of the
-    highest-capacity GPUs. The rule ranks by a node's fragmentation growth, which is the
+    highest-capacity GPUs of the best learned-speed step. The rule ranks by that step
+    (``speed_key``, when given), then by a node's fragmentation growth, which is the
     same on untouched nodes of one kind for GPUs of one memory, then by sharing, capacity
     and row: the others could never be its first choice. A free fleet of 10,000 GPUs in
     a few kinds of node is ranked as a handful of nodes."""
@@ -206,11 +228,27 @@ def _one_of_each_untouched_kind(table: RoomTable) -> npt.NDArray[np.bool_]:
     np.add.at(counts, (nodes, memory), 1)
     _, kind_of_node = np.unique(counts, axis=0, return_inverse=True)
     group = kind_of_node.reshape(-1)[nodes] * len(memories) + memory  # (kind, memory)
+    if table.speed_key is not None:
+        at_best = _at_best_step(table.speed_key[free_rows], group)
+        free_rows, nodes, group = free_rows[at_best], nodes[at_best], group[at_best]
     # Best first within a group: the highest capacity, then the first row.
     order = np.lexsort((free_rows, -table.capacity[free_rows], group))
     _, firsts = np.unique(group[order], return_index=True)
     keep[np.isin(table.node, nodes[order[firsts]])] = True
     return keep
+
+
+def _at_best_step(
+    speed_key: npt.NDArray[np.float64], group: npt.NDArray[np.intp]
+) -> slice | npt.NDArray[np.bool_]:
+    """Which rows hold their group's best (smallest) ``speed_key``: only they can be its
+    first. Filtering them costs less than one more key in the sort (+30 %: a float key
+    in random order); all of them (one step, the usual case) come back as a slice, so
+    nothing is copied."""
+    best = np.full(int(group.max()) + 1, np.inf)
+    np.minimum.at(best, group, speed_key)
+    at_best: npt.NDArray[np.bool_] = speed_key == best[group]
+    return slice(None) if at_best.all() else at_best
 
 
 def _subset(table: RoomTable, keep: npt.NDArray[np.bool_]) -> RoomTable:
@@ -223,6 +261,7 @@ def _subset(table: RoomTable, keep: npt.NDArray[np.bool_]) -> RoomTable:
         memory_mib=table.memory_mib[keep],
         tenants=table.tenants[keep],
         capacity=table.capacity[keep],
+        speed_key=None if table.speed_key is None else table.speed_key[keep],
     )
 
 

@@ -20,7 +20,8 @@ Interface
   ``RoomTable.of(rooms)``; the simulator builds it straight from its arrays. Optionally a
   CPU view, ``free_cpu_milli``: each node's free CPUs, indexed by node code. The
   scheduler has none (kube-scheduler filters CPUs before Fairlane sees a node); without
-  it CPUs count nowhere and every rule ranks as if no shape asked any.
+  it CPUs count nowhere and every rule ranks as if no shape asked any. Optionally a
+  ``speed_key`` per row, ranked before the rule (below).
 - ``rank_rooms(table, ask, mix, rule)``: positions (rows) of the GPUs that have room for
   the ask, best first; empty when none has. ``rank_shared_gpus`` does the same on
   ``GpuRoom`` objects. ``fragmentation_by_node(table, mix)`` is the measure itself.
@@ -43,6 +44,12 @@ Rules (``SharingRule``)
 Ties under ``fgd`` and ``best-fit`` go to a GPU that already has fractional tenants, then
 to the higher capacity, then to the earlier row: callers pass rooms in a stable order
 (e.g. node, index), so replicas with the same view choose alike.
+
+A table with a ``speed_key`` (the scheduler's: each GPU's learned speed under the share's
+job class in rounded steps, core/placement.py ``speed_step``, smaller first) is ranked by
+it before any rule: the rule chooses among the GPUs of the best key that have room,
+``first-fit`` too. Without one (no class, or nothing learned under it) the rules rank as
+above.
 """
 
 from __future__ import annotations
@@ -173,7 +180,8 @@ DEFAULT_MIX = _trace_mix(
 @dataclass(frozen=True, eq=False)
 class RoomTable:
     """Many GPUs' rooms as columns; ``node`` holds node codes 0..n_nodes-1.
-    ``free_cpu_milli``, when given, holds each node code's free CPUs (the CPU view)."""
+    ``free_cpu_milli``, when given, holds each node code's free CPUs (the CPU view);
+    ``speed_key``, when given, each row's key ranked before the rule's (module doc)."""
 
     node: Ints
     used_milli: Ints
@@ -182,6 +190,7 @@ class RoomTable:
     tenants: Ints
     capacity: Floats
     free_cpu_milli: Ints | None = None
+    speed_key: Floats | None = None
 
     def __post_init__(self) -> None:
         if self.free_cpu_milli is not None and len(self.free_cpu_milli) < self.node_count():
@@ -355,17 +364,22 @@ def rank_rooms(
         & (table.free_memory_mib >= need_memory)
         & table.hosts_cpu(ask)
     ).astype(np.int64)
-    if rule == "first-fit" or len(rows) == 0:
+    speed = () if table.speed_key is None else (table.speed_key[rows],)
+    if len(rows) == 0 or (rule == "first-fit" and not speed):
         return rows.astype(np.intp)
-    if rule == "fgd":
-        primary: tuple[npt.NDArray[np.generic], ...] = (
-            _fragmentation_growth(table, ask, mix, rows),
-        )
+    keys: tuple[npt.NDArray[np.generic], ...]
+    if rule == "first-fit":
+        keys = (*speed, rows)
     else:
-        left_milli = table.free_milli[rows] - ask.milli
-        primary = (left_milli, table.free_memory_mib[rows] - need_memory[rows])
-    unshared = table.tenants[rows] == 0
-    keys = (*primary, unshared, -table.capacity[rows], rows)
+        if rule == "fgd":
+            primary: tuple[npt.NDArray[np.generic], ...] = (
+                _fragmentation_growth(table, ask, mix, rows),
+            )
+        else:
+            left_milli = table.free_milli[rows] - ask.milli
+            primary = (left_milli, table.free_memory_mib[rows] - need_memory[rows])
+        unshared = table.tenants[rows] == 0
+        keys = (*speed, *primary, unshared, -table.capacity[rows], rows)
     ranked: npt.NDArray[np.intp] = rows[np.lexsort(keys[::-1])].astype(np.intp)
     return ranked
 
