@@ -224,9 +224,15 @@ async def _scores(bootstrap: str, mark: dict[int, int]) -> list[GpuScore]:
 async def _real_scores(bootstrap: str, targets: dict[str, str]) -> set[tuple[str, float]]:
     """(uuid, score) of every score record a targeted GPU's own node ever had: what a
     genuine degraded event of it can say (the load heats held GPUs, which may throttle)."""
-    records = await read_topic(bootstrap, GPU_SCORES)
-    scores = [decode(GpuScore, r.value) for r in records if r.value is not None]
-    return {(s.uuid, s.score) for s in scores if targets.get(s.uuid) == s.node}
+    real = set()
+    for record in await read_topic(bootstrap, GPU_SCORES):
+        try:
+            score = decode(GpuScore, record.value)
+        except DecodeError:
+            continue  # a tombstone, or the hostile row's bad score records
+        if targets.get(score.uuid) == score.node:
+            real.add((score.uuid, score.score))
+    return real
 
 
 async def _degraded(

@@ -27,6 +27,7 @@ from fairlane_events.topics import DEAD_LETTER, NODE_SAMPLES
 from fairlane_scheduler.api.deps import Runtime
 from fairlane_scheduler.settings import SchedulerSettings
 from tests.live_stack import pipeline_env
+from tests.node_keys import signed
 from tests.processes import free_port, service, wait_for_http
 from tests.scheduler_harness import running_scheduler
 
@@ -171,7 +172,13 @@ async def test_non_json_sample_is_dead_lettered_and_scoring_goes_on(stack: Stack
     producer = AIOKafkaProducer(bootstrap_servers=stack.bootstrap)
     await producer.start()
     try:
-        sent = await (await producer.send(NODE_SAMPLES, b"this is not json", key=b"bad-node"))
+        # signed by its node: the decoder, not the signature check, must refuse it
+        bad = b"this is not json"
+        sent = await (
+            await producer.send(
+                NODE_SAMPLES, bad, key=b"bad-node", headers=signed(b"bad-node", bad)
+            )
+        )
     finally:
         await producer.stop()
     consumer = AIOKafkaConsumer(bootstrap_servers=stack.bootstrap, group_id=None)

@@ -23,6 +23,7 @@ from fairlane_events.records import PlacementEvent
 from fairlane_events.topics import PLACEMENTS
 from fairlane_runtime.kafka import ensure_topics
 from fairlane_scheduler.settings import SchedulerSettings
+from tests.node_keys import SIGNING_ENV
 from tests.processes import free_port, service, wait_for_http
 from tests.scheduler_harness import running_scheduler
 from tests.secure_kafka import SecureKafka, secure_kafka
@@ -45,7 +46,8 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureKafka]:
 def producers(kafka: SecureKafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     tmp = tmp_path_factory.mktemp("sasl-e2e")
     web_port = free_port()
-    timing = {"FAIRLANE_INTERVAL_S": "1", "FAIRLANE_HEARTBEAT_S": "5"}
+    # the agent signs, the scorer verifies, as in every stack
+    timing = {"FAIRLANE_INTERVAL_S": "1", "FAIRLANE_HEARTBEAT_S": "5", **SIGNING_ENV}
     scorer_env = {
         **kafka.env("fairlane-scorer"),
         **timing,
